@@ -1,0 +1,4 @@
+"""Kept for tools that still call setup.py; the configuration lives in pyproject.toml."""
+from setuptools import setup
+
+setup()

@@ -1,0 +1,35 @@
+"""speechkit: train, evaluate and serve speech models from YAML recipes.
+
+The names most recipes need are importable from the top level::
+
+    import speechkit
+    hparams_file, run_opts, overrides = speechkit.parse_arguments(sys.argv[1:])
+    hparams = speechkit.load_hparams(hparams_file, overrides)
+"""
+from __future__ import annotations
+
+import importlib
+
+__version__ = "0.1.0"
+
+# Imported on first use so that `import speechkit` stays light (no torch import for the CLI's --help).
+_LAZY = {
+    "Brain": "speechkit.brain",
+    "Stage": "speechkit.stage",
+    "load_hparams": "speechkit.hparams",
+    "parse_arguments": "speechkit.run_options",
+    "RunOptions": "speechkit.run_options",
+    "create_experiment_directory": "speechkit.experiment",
+    "Checkpointer": "speechkit.checkpoints",
+    "distributed": "speechkit.distributed",
+}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        module = importlib.import_module(_LAZY[name])
+        return module if module.__name__.endswith(name) else getattr(module, name)
+    raise AttributeError(f"module 'speechkit' has no attribute {name!r}")
+
+
+__all__ = sorted(_LAZY)

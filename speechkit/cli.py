@@ -1,0 +1,62 @@
+"""``speechkit <command>``: the command-line face of the toolkit.
+
+Each command lives in its own module, imported only when that command runs (so ``speechkit --help`` stays
+fast and a command's heavy imports never slow another). A command module defines::
+
+    def add_arguments(parser: argparse.ArgumentParser) -> None: ...
+    def run(args: argparse.Namespace) -> int | None: ...
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from typing import Optional
+
+from speechkit.errors import SpeechkitError
+
+#: command name -> (module, one-line help)
+COMMANDS = {
+    "new-recipe": ("speechkit.templating", "Copy a recipe template to a new folder, ready to run."),
+    "corpus": ("speechkit.corpus.cli", "Generate the built-in synthetic speech corpus (FLAC + manifests)."),
+    "manifest": ("speechkit.data.manifest_cli", "Walk an audio tree and write train/valid manifests."),
+    "prepare-librispeech": ("speechkit.data.librispeech", "Write manifests for a LibriSpeech-layout tree."),
+    "fetch": ("speechkit.pretrained.cli_fetch", "Fetch pretrained files from a local path, the Hub or a URL."),
+    "export": ("speechkit.pretrained.export", "Turn a trained recipe's best checkpoint into a model folder."),
+    "transcribe": ("speechkit.pretrained.cli_transcribe", "Transcribe audio files with a pretrained model."),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="speechkit", description="speechkit: train, evaluate and serve "
+                                     "speech models from YAML recipes.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (_, help_text) in COMMANDS.items():
+        sub.add_parser(name, help=help_text, add_help=False)
+    return parser
+
+
+def main(argv: Optional[list] = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    if not argv or argv[0] in ("-h", "--help") or argv[0] not in COMMANDS:
+        if argv and argv[0] not in ("-h", "--help"):
+            parser.print_usage(sys.stderr)
+            print(f"speechkit: unknown command {argv[0]!r}", file=sys.stderr)
+            return 2
+        parser.print_help()
+        return 0
+    name = argv[0]
+    module = importlib.import_module(COMMANDS[name][0])
+    sub = argparse.ArgumentParser(prog=f"speechkit {name}", description=COMMANDS[name][1])
+    module.add_arguments(sub)
+    args = sub.parse_args(argv[1:])
+    try:
+        return int(module.run(args) or 0)
+    except SpeechkitError as error:
+        print(f"speechkit {name}: error: {error}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,228 @@
+"""Run options: how to run an experiment (devices, precision, processes), as opposed to what to run (the YAML).
+
+Every option is a field of :class:`RunOptions` with its real type and a help text, so ``--help`` documents it
+and ``--max_grad_norm 0.5`` arrives as a float. Each option resolves as default < hparams YAML < command line:
+:func:`parse_arguments` records which options the command line set, and :meth:`RunOptions.merged_with` lets a
+top-level YAML key of the same name fill in the others.
+
+Example:
+    >>> hparams_file, run_opts, overrides = parse_arguments(["hp.yaml", "--precision", "bf16", "--lr=0.1"])
+    >>> run_opts.precision, overrides
+    ('bf16', {'lr': 0.1})
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+import typing
+from dataclasses import dataclass, field
+from typing import Any, Optional, Union
+
+import yaml
+
+from speechkit.errors import RunOptionsError
+
+PRECISIONS = ("fp32", "fp16", "bf16")
+
+
+def _opt(default: Any, help: str, choices: Optional[tuple] = None, aliases: tuple = ()) -> Any:
+    return field(default=default, metadata={"help": help, "choices": choices, "aliases": aliases})
+
+
+@dataclass
+class RunOptions:
+    """Options that say how an experiment runs; none of them changes what the recipe computes."""
+
+    # Devices and precision
+    device: Optional[str] = _opt(None, "Device to run on: cpu, cuda, cuda:N. Default: cuda:<local rank> "
+                                 "when CUDA is available, else cpu.")
+    precision: str = _opt("fp32", "Training precision (autocast): fp32, fp16 (CUDA, with a gradient scaler) "
+                          "or bf16 (CPU and CUDA).", PRECISIONS)
+    eval_precision: str = _opt("fp32", "Precision for validation and test.", PRECISIONS)
+    compile: bool = _opt(False, "Compile the modules listed in hparams `compile_modules` (all by default) "
+                         "with torch.compile.")
+    # Optimization
+    grad_accumulation_factor: Union[int, str] = _opt(
+        1, "Micro-batches per optimizer step, or 'auto' to derive it from global_batch_size / "
+        "global_batch_seconds and the world size.")
+    global_batch_size: Optional[int] = _opt(None, "Items per optimizer step over all workers (with "
+                                            "--grad_accumulation_factor auto).")
+    global_batch_seconds: Optional[float] = _opt(None, "Seconds of audio per optimizer step over all workers "
+                                                 "(dynamic batching, with --grad_accumulation_factor auto).")
+    max_grad_norm: float = _opt(5.0, "Clip the gradient's global L2 norm to this value; 0 disables clipping.")
+    nonfinite_patience: int = _opt(3, "Consecutive non-finite losses tolerated (each skips its step) before "
+                                   "training stops with an error.")
+    skip_nonfinite_grads: bool = _opt(False, "Also skip a step whose gradients hold inf/NaN although the loss "
+                                      "was finite.")
+    optimizer_step_limit: Optional[int] = _opt(None, "Stop training after this many optimizer steps.")
+    # Checkpoints
+    ckpt_interval_minutes: float = _opt(0.0, "Save an intra-epoch checkpoint every this many minutes; 0: off.")
+    ckpt_interval_steps: int = _opt(0, "Save an intra-epoch checkpoint every this many optimizer steps; 0: off.")
+    # Debugging, logging, progress
+    debug: bool = _opt(False, "Run a few batches of a few epochs to check that everything runs.")
+    debug_batches: int = _opt(2, "Batches per stage with --debug.")
+    debug_epochs: int = _opt(2, "Epochs with --debug.")
+    noprogressbar: bool = _opt(False, "Hide the progress bar.")
+    log_config: Optional[str] = _opt(None, "A YAML logging configuration (logging.config.dictConfig format).")
+    seed: Optional[int] = _opt(None, "Random seed; overrides the hparams `seed`.")
+    test_only: bool = _opt(False, "Skip training; only evaluate the best checkpoint on the test set.")
+    # Processes (see docs/distributed.md)
+    data_parallel_backend: bool = _opt(False, "Use torch.nn.DataParallel over the visible GPUs (one process).")
+    distributed_launch: bool = _opt(False, "Accepted for launchers that pass it (torch.distributed.launch); the "
+                                    "place in the world is read from the environment.")
+    distributed_backend: Optional[str] = _opt(None, "Process-group backend: nccl (CUDA) or gloo (CPU). "
+                                              "Default: nccl with CUDA, else gloo.", ("nccl", "gloo"))
+    distributed_timeout_s: float = _opt(300.0, "Seconds a collective may wait before every worker stops with "
+                                        "an error.")
+    find_unused_parameters: bool = _opt(False, "Let DistributedDataParallel tolerate unused parameters.")
+    sync_batchnorm: bool = _opt(False, "Convert BatchNorm layers to SyncBatchNorm under DDP.")
+    worker_id: Optional[int] = _opt(None, "This worker's global rank (explicit launch).",
+                                    aliases=("--worker-id",))
+    num_workers: Optional[int] = _opt(None, "Number of workers. Without --worker-id, start this many local "
+                                      "workers (self-spawning mode).", aliases=("--num-workers",))
+    device_id: Optional[int] = _opt(None, "Index of the GPU this worker uses (explicit launch).",
+                                    aliases=("--device-id",))
+    sync_protocol: Optional[str] = _opt(None, "How workers find each other: env:// (MASTER_ADDR/PORT) or "
+                                        "file:///shared/path.", aliases=("--sync-protocol",))
+    local_rank: Optional[int] = _opt(None, "Local rank, as passed by torch.distributed.launch.",
+                                     aliases=("--local-rank",))
+
+    # Names of the options the command line set; filled by parse_arguments.
+    explicit: frozenset = field(default=frozenset(), repr=False, compare=False)
+
+    def merged_with(self, hparams: dict) -> RunOptions:
+        """Return options where top-level hparams keys fill every option the command line did not set.
+
+        Example:
+            >>> RunOptions().merged_with({"precision": "bf16"}).precision
+            'bf16'
+        """
+        values = {}
+        for f in option_fields():
+            if f.name not in self.explicit and f.name in hparams:
+                values[f.name] = _coerce(f, hparams[f.name], source="hparams")
+        return dataclasses.replace(self, **values)
+
+    @property
+    def accumulation_is_auto(self) -> bool:
+        return self.grad_accumulation_factor == "auto"
+
+
+def option_fields() -> list:
+    return [f for f in dataclasses.fields(RunOptions) if f.name != "explicit"]
+
+
+def _base_type(f: dataclasses.Field) -> Any:
+    hint = typing.get_type_hints(RunOptions)[f.name]
+    args = [a for a in typing.get_args(hint) if a is not type(None)]
+    return args if args else [hint]
+
+
+def _coerce(f: dataclasses.Field, value: Any, source: str) -> Any:
+    """Convert ``value`` to the option's type; raise RunOptionsError naming the option otherwise."""
+    if value is None:
+        return None
+    types = _base_type(f)
+    choices = f.metadata.get("choices")
+    try:
+        if bool in types:
+            result = _to_bool(value)
+        elif int in types and str in types:  # int or the word 'auto'
+            result = value if value == "auto" else int(value)
+        elif int in types:
+            if isinstance(value, float) and not value.is_integer():
+                raise ValueError(value)
+            result = int(value)
+        elif float in types:
+            result = float(value)
+        else:
+            result = str(value)
+    except (TypeError, ValueError):
+        names = " or ".join(t.__name__ for t in types)
+        raise RunOptionsError(f"{source}: option '{f.name}' expects {names}, got {value!r}") from None
+    if choices and result not in choices:
+        raise RunOptionsError(f"{source}: option '{f.name}' must be one of {', '.join(choices)}, got {result!r}")
+    return result
+
+
+def _to_bool(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("1", "true", "yes", "on", ""):
+        return True
+    if text in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(value)
+
+
+def build_parser(prog: Optional[str] = None) -> argparse.ArgumentParser:
+    """The argparse parser of every run option (used for parsing and for ``--help``)."""
+    parser = argparse.ArgumentParser(
+        prog=prog,
+        description="Run a speechkit experiment. Anything that is not a run option (--lr=0.1, "
+        "--model.dim 256) overrides the YAML key of that name.",
+        usage="%(prog)s HPARAMS_FILE [run options] [--key value ...]   or   "
+        "%(prog)s [run options] -- HPARAMS_FILE [--key value ...]",
+    )
+    parser.add_argument("hparams_file", nargs="?", help="The hyperparameter YAML file.")
+    for f in option_fields():
+        flags = [f"--{f.name}", *f.metadata["aliases"]]
+        help_text = f"{f.metadata['help']} (default: {f.default})"
+        if bool in _base_type(f):
+            # `--flag` alone means true; `--flag false` is parsed for real, never truthy by accident.
+            parser.add_argument(*flags, dest=f.name, nargs="?", const="true", default=None, metavar="BOOL",
+                                help=help_text)
+        else:
+            parser.add_argument(*flags, dest=f.name, default=None, metavar=f.name.upper(),
+                                choices=None, help=help_text)
+    return parser
+
+
+def parse_arguments(argv: Optional[list] = None) -> tuple:
+    """Split a command line into the hparams file, the run options and the YAML overrides.
+
+    Args:
+        argv: the arguments after the program name (default: ``sys.argv[1:]``).
+
+    Returns:
+        ``(hparams_file, run_opts, overrides)``: the YAML path (``None`` only when no file was given and the
+        caller is the self-spawning parent), a :class:`RunOptions`, and a dict of overrides whose values are
+        parsed as YAML scalars (``--lr=0.1`` gives ``{"lr": 0.1}``; ``--model.dim 256`` gives
+        ``{"model.dim": 256}``).
+
+    Example:
+        >>> parse_arguments(["--num-workers", "2", "--", "hp.yaml", "--lr", "1e-3"])[2]
+        {'lr': 0.001}
+    """
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if "--" in argv:  # `train.py [run options] -- hp.yaml [overrides]`
+        split = argv.index("--")
+        argv = argv[split + 1 :][:1] + argv[:split] + argv[split + 2 :]
+    parser = build_parser()
+    namespace, rest = parser.parse_known_args(argv)
+    values, explicit = {}, set()
+    for f in option_fields():
+        raw = getattr(namespace, f.name)
+        if raw is not None:
+            values[f.name] = _coerce(f, raw, source="command line")
+            explicit.add(f.name)
+    run_opts = RunOptions(**values, explicit=frozenset(explicit))
+    return namespace.hparams_file, run_opts, _parse_overrides(rest)
+
+
+def _parse_overrides(tokens: list) -> dict:
+    overrides, i = {}, 0
+    while i < len(tokens):
+        token = tokens[i]
+        if not token.startswith("--") or token == "--":
+            raise RunOptionsError(f"command line: unexpected argument {token!r}; overrides look like --key value")
+        key, eq, value = token[2:].partition("=")
+        if not eq:
+            if i + 1 >= len(tokens) or tokens[i + 1].startswith("--"):
+                raise RunOptionsError(f"command line: override --{key} has no value")
+            value, i = tokens[i + 1], i + 1
+        overrides[key] = yaml.safe_load(value) if value != "" else ""
+        i += 1
+    return overrides
