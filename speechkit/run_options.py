@@ -223,6 +223,19 @@ def _parse_overrides(tokens: list) -> dict:
             if i + 1 >= len(tokens) or tokens[i + 1].startswith("--"):
                 raise RunOptionsError(f"command line: override --{key} has no value")
             value, i = tokens[i + 1], i + 1
-        overrides[key] = yaml.safe_load(value) if value != "" else ""
+        overrides[key] = _parse_scalar(value)
         i += 1
     return overrides
+
+
+def _parse_scalar(text: str) -> Any:
+    """A YAML scalar, with '1e-3' read as a number (YAML 1.1 alone would keep it a string)."""
+    if text == "":
+        return ""
+    value = yaml.safe_load(text)
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            pass
+    return value
