@@ -41,6 +41,6 @@ PY
   pip_install $deps
   touch "$venv/.complete"
 fi
-pip_install --no-deps --no-build-isolation -e .
+"$venv/bin/python" -m pip install -q --no-deps --no-build-isolation -e . >/dev/null 2>&1 || pip_install --no-deps -e .
 install_speech_engines
 echo "$venv/bin/python"
