@@ -1,4 +1,5 @@
-"""Run options: how to run an experiment (devices, precision, processes), as opposed to what to run (the YAML).
+"""Run options: how to run an experiment (devices, precision, processes), as opposed to what to run (the
+YAML).
 
 Every option is a field of :class:`RunOptions` with its real type and a help text, so ``--help`` documents it
 and ``--max_grad_norm 0.5`` arrives as a float. Each option resolves as default < hparams YAML < command line:
@@ -10,6 +11,7 @@ Example:
     >>> run_opts.precision, overrides
     ('bf16', {'lr': 0.1})
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,6 +26,8 @@ import yaml
 from speechkit.errors import RunOptionsError
 
 PRECISIONS = ("fp32", "fp16", "bf16")
+#: Options never read from the hparams YAML (see RunOptions.merged_with).
+LAUNCHER_ONLY = frozenset({"worker_id", "num_workers", "device_id", "local_rank", "sync_protocol"})
 
 
 def _opt(default: Any, help: str, choices: Optional[tuple] = None, aliases: tuple = ()) -> Any:
@@ -35,30 +39,52 @@ class RunOptions:
     """Options that say how an experiment runs; none of them changes what the recipe computes."""
 
     # Devices and precision
-    device: Optional[str] = _opt(None, "Device to run on: cpu, cuda, cuda:N. Default: cuda:<local rank> "
-                                 "when CUDA is available, else cpu.")
-    precision: str = _opt("fp32", "Training precision (autocast): fp32, fp16 (CUDA, with a gradient scaler) "
-                          "or bf16 (CPU and CUDA).", PRECISIONS)
+    device: Optional[str] = _opt(
+        None,
+        "Device to run on: cpu, cuda, cuda:N. Default: cuda:<local rank> when CUDA is available, else cpu.",
+    )
+    precision: str = _opt(
+        "fp32",
+        "Training precision (autocast): fp32, fp16 (CUDA, with a gradient scaler) or bf16 (CPU and CUDA).",
+        PRECISIONS,
+    )
     eval_precision: str = _opt("fp32", "Precision for validation and test.", PRECISIONS)
-    compile: bool = _opt(False, "Compile the modules listed in hparams `compile_modules` (all by default) "
-                         "with torch.compile.")
+    compile: bool = _opt(
+        False, "Compile the modules listed in hparams `compile_modules` (all by default) with torch.compile."
+    )
     # Optimization
     grad_accumulation_factor: Union[int, str] = _opt(
-        1, "Micro-batches per optimizer step, or 'auto' to derive it from global_batch_size / "
-        "global_batch_seconds and the world size.")
-    global_batch_size: Optional[int] = _opt(None, "Items per optimizer step over all workers (with "
-                                            "--grad_accumulation_factor auto).")
-    global_batch_seconds: Optional[float] = _opt(None, "Seconds of audio per optimizer step over all workers "
-                                                 "(dynamic batching, with --grad_accumulation_factor auto).")
+        1,
+        "Micro-batches per optimizer step, or 'auto' to derive it from global_batch_size / "
+        "global_batch_seconds and the world size.",
+    )
+    global_batch_size: Optional[int] = _opt(
+        None, "Items per optimizer step over all workers (with --grad_accumulation_factor auto)."
+    )
+    global_batch_seconds: Optional[float] = _opt(
+        None,
+        "Seconds of audio per optimizer step over all workers "
+        "(dynamic batching, with --grad_accumulation_factor auto).",
+    )
     max_grad_norm: float = _opt(5.0, "Clip the gradient's global L2 norm to this value; 0 disables clipping.")
-    nonfinite_patience: int = _opt(3, "Consecutive non-finite losses tolerated (each skips its step) before "
-                                   "training stops with an error.")
-    skip_nonfinite_grads: bool = _opt(False, "Also skip a step whose gradients hold inf/NaN although the loss "
-                                      "was finite.")
+    nonfinite_patience: int = _opt(
+        3,
+        "Consecutive optimizer steps skipped for a non-finite loss (or "
+        "gradients) tolerated before training stops with an error.",
+    )
+    skip_nonfinite_grads: bool = _opt(
+        False,
+        "Check the gradients for inf/NaN even without clipping and skip "
+        "such steps (with clipping or several processes they are always checked).",
+    )
     optimizer_step_limit: Optional[int] = _opt(None, "Stop training after this many optimizer steps.")
     # Checkpoints
-    ckpt_interval_minutes: float = _opt(0.0, "Save an intra-epoch checkpoint every this many minutes; 0: off.")
-    ckpt_interval_steps: int = _opt(0, "Save an intra-epoch checkpoint every this many optimizer steps; 0: off.")
+    ckpt_interval_minutes: float = _opt(
+        0.0, "Save an intra-epoch checkpoint every this many minutes; 0: off."
+    )
+    ckpt_interval_steps: int = _opt(
+        0, "Save an intra-epoch checkpoint every this many optimizer steps; 0: off."
+    )
     # Debugging, logging, progress
     debug: bool = _opt(False, "Run a few batches of a few epochs to check that everything runs.")
     debug_batches: int = _opt(2, "Batches per stage with --debug.")
@@ -68,25 +94,43 @@ class RunOptions:
     seed: Optional[int] = _opt(None, "Random seed; overrides the hparams `seed`.")
     test_only: bool = _opt(False, "Skip training; only evaluate the best checkpoint on the test set.")
     # Processes (see docs/distributed.md)
-    data_parallel_backend: bool = _opt(False, "Use torch.nn.DataParallel over the visible GPUs (one process).")
-    distributed_launch: bool = _opt(False, "Accepted for launchers that pass it (torch.distributed.launch); the "
-                                    "place in the world is read from the environment.")
-    distributed_backend: Optional[str] = _opt(None, "Process-group backend: nccl (CUDA) or gloo (CPU). "
-                                              "Default: nccl with CUDA, else gloo.", ("nccl", "gloo"))
-    distributed_timeout_s: float = _opt(300.0, "Seconds a collective may wait before every worker stops with "
-                                        "an error.")
+    data_parallel_backend: bool = _opt(
+        False, "Use torch.nn.DataParallel over the visible GPUs (one process)."
+    )
+    distributed_launch: bool = _opt(
+        False,
+        "Accepted for launchers that pass it (torch.distributed.launch); the "
+        "place in the world is read from the environment.",
+    )
+    distributed_backend: Optional[str] = _opt(
+        None,
+        "Process-group backend: nccl (CUDA) or gloo (CPU). Default: nccl with CUDA, else gloo.",
+        ("nccl", "gloo"),
+    )
+    distributed_timeout_s: float = _opt(
+        300.0, "Seconds a collective may wait before every worker stops with an error."
+    )
     find_unused_parameters: bool = _opt(False, "Let DistributedDataParallel tolerate unused parameters.")
     sync_batchnorm: bool = _opt(False, "Convert BatchNorm layers to SyncBatchNorm under DDP.")
-    worker_id: Optional[int] = _opt(None, "This worker's global rank (explicit launch).",
-                                    aliases=("--worker-id",))
-    num_workers: Optional[int] = _opt(None, "Number of workers. Without --worker-id, start this many local "
-                                      "workers (self-spawning mode).", aliases=("--num-workers",))
-    device_id: Optional[int] = _opt(None, "Index of the GPU this worker uses (explicit launch).",
-                                    aliases=("--device-id",))
-    sync_protocol: Optional[str] = _opt(None, "How workers find each other: env:// (MASTER_ADDR/PORT) or "
-                                        "file:///shared/path.", aliases=("--sync-protocol",))
-    local_rank: Optional[int] = _opt(None, "Local rank, as passed by torch.distributed.launch.",
-                                     aliases=("--local-rank",))
+    worker_id: Optional[int] = _opt(
+        None, "This worker's global rank (explicit launch).", aliases=("--worker-id",)
+    )
+    num_workers: Optional[int] = _opt(
+        None,
+        "Number of workers. Without --worker-id, start this many local workers (self-spawning mode).",
+        aliases=("--num-workers",),
+    )
+    device_id: Optional[int] = _opt(
+        None, "Index of the GPU this worker uses (explicit launch).", aliases=("--device-id",)
+    )
+    sync_protocol: Optional[str] = _opt(
+        None,
+        "How workers find each other: env:// (MASTER_ADDR/PORT) or file:///shared/path.",
+        aliases=("--sync-protocol",),
+    )
+    local_rank: Optional[int] = _opt(
+        None, "Local rank, as passed by torch.distributed.launch.", aliases=("--local-rank",)
+    )
 
     # Names of the options the command line set; filled by parse_arguments.
     explicit: frozenset = field(default=frozenset(), repr=False, compare=False)
@@ -94,13 +138,17 @@ class RunOptions:
     def merged_with(self, hparams: dict) -> RunOptions:
         """Return options where top-level hparams keys fill every option the command line did not set.
 
+        The options that place a process in the world (``worker_id``, ``num_workers``, ``device_id``,
+        ``local_rank``, ``sync_protocol``) come from the launcher only: a recipe's top-level ``num_workers``
+        usually means data-loading workers and must never start processes.
+
         Example:
             >>> RunOptions().merged_with({"precision": "bf16"}).precision
             'bf16'
         """
         values = {}
         for f in option_fields():
-            if f.name not in self.explicit and f.name in hparams:
+            if f.name not in self.explicit and f.name in hparams and f.name not in LAUNCHER_ONLY:
                 values[f.name] = _coerce(f, hparams[f.name], source="hparams")
         return dataclasses.replace(self, **values)
 
@@ -142,7 +190,9 @@ def _coerce(f: dataclasses.Field, value: Any, source: str) -> Any:
         names = " or ".join(t.__name__ for t in types)
         raise RunOptionsError(f"{source}: option '{f.name}' expects {names}, got {value!r}") from None
     if choices and result not in choices:
-        raise RunOptionsError(f"{source}: option '{f.name}' must be one of {', '.join(choices)}, got {result!r}")
+        raise RunOptionsError(
+            f"{source}: option '{f.name}' must be one of {', '.join(choices)}, got {result!r}"
+        )
     return result
 
 
@@ -161,6 +211,7 @@ def build_parser(prog: Optional[str] = None) -> argparse.ArgumentParser:
     """The argparse parser of every run option (used for parsing and for ``--help``)."""
     parser = argparse.ArgumentParser(
         prog=prog,
+        allow_abbrev=False,  # an override such as --comp must never be taken for --compile
         description="Run a speechkit experiment. Anything that is not a run option (--lr=0.1, "
         "--model.dim 256) overrides the YAML key of that name.",
         usage="%(prog)s HPARAMS_FILE [run options] [--key value ...]   or   "
@@ -172,11 +223,13 @@ def build_parser(prog: Optional[str] = None) -> argparse.ArgumentParser:
         help_text = f"{f.metadata['help']} (default: {f.default})"
         if bool in _base_type(f):
             # `--flag` alone means true; `--flag false` is parsed for real, never truthy by accident.
-            parser.add_argument(*flags, dest=f.name, nargs="?", const="true", default=None, metavar="BOOL",
-                                help=help_text)
+            parser.add_argument(
+                *flags, dest=f.name, nargs="?", const="true", default=None, metavar="BOOL", help=help_text
+            )
         else:
-            parser.add_argument(*flags, dest=f.name, default=None, metavar=f.name.upper(),
-                                choices=None, help=help_text)
+            parser.add_argument(
+                *flags, dest=f.name, default=None, metavar=f.name.upper(), choices=None, help=help_text
+            )
     return parser
 
 
@@ -217,7 +270,9 @@ def _parse_overrides(tokens: list) -> dict:
     while i < len(tokens):
         token = tokens[i]
         if not token.startswith("--") or token == "--":
-            raise RunOptionsError(f"command line: unexpected argument {token!r}; overrides look like --key value")
+            raise RunOptionsError(
+                f"command line: unexpected argument {token!r}; overrides look like --key value"
+            )
         key, eq, value = token[2:].partition("=")
         if not eq:
             if i + 1 >= len(tokens) or tokens[i + 1].startswith("--"):

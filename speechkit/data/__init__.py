@@ -1,1 +1,55 @@
-"""data."""
+"""speechkit.data: audio I/O, manifests, datasets with dynamic items, padded batches, samplers and loaders.
+
+The main names are importable from here (each module is imported on first use)::
+
+    from speechkit.data import DynamicItemDataset, PaddedBatch, takes, provides
+    dataset = DynamicItemDataset.from_json("train.json", replacements={"data_root": "/corpora/libri"})
+"""
+from __future__ import annotations
+
+import importlib
+
+# name -> module; imported lazily so that `import speechkit.data` does not pull in torch or soundfile.
+_LAZY = {
+    "DynamicItemDataset": "speechkit.data.dataset",
+    "add_dynamic_item": "speechkit.data.dataset",
+    "set_output_keys": "speechkit.data.dataset",
+    "takes": "speechkit.data.pipeline",
+    "provides": "speechkit.data.pipeline",
+    "DynamicItem": "speechkit.data.pipeline",
+    "DataPipeline": "speechkit.data.pipeline",
+    "PaddedBatch": "speechkit.data.batch",
+    "PaddedData": "speechkit.data.batch",
+    "pad_sequences": "speechkit.data.batch",
+    "read_audio": ("speechkit.data.audio", "read"),
+    "write_audio": ("speechkit.data.audio", "write"),
+    "audio_info": ("speechkit.data.audio", "info"),
+    "Resample": "speechkit.data.resample",
+    "load_manifest": "speechkit.data.manifest",
+    "load_json_manifest": "speechkit.data.manifest",
+    "load_csv_manifest": "speechkit.data.manifest",
+    "build_manifest": "speechkit.data.manifest",
+    "split_manifest": "speechkit.data.manifest",
+    "write_json_manifest": "speechkit.data.manifest",
+    "prepare_librispeech": "speechkit.data.librispeech",
+    "LabelEncoder": "speechkit.data.encoders",
+    "CTCLabelEncoder": "speechkit.data.encoders",
+    "make_dataloader": "speechkit.data.loader",
+    "DynamicBatchSampler": "speechkit.data.samplers",
+}
+
+_SUBMODULES = {"audio", "resample", "dataset", "pipeline", "batch", "manifest", "librispeech", "encoders",
+               "samplers", "loader"}
+
+
+def __getattr__(name: str):
+    if name in _SUBMODULES:
+        return importlib.import_module(f"speechkit.data.{name}")
+    if name in _LAZY:
+        target = _LAZY[name]
+        module_name, attribute = target if isinstance(target, tuple) else (target, name)
+        return getattr(importlib.import_module(module_name), attribute)
+    raise AttributeError(f"module 'speechkit.data' has no attribute {name!r}")
+
+
+__all__ = sorted(_LAZY)

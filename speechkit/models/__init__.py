@@ -1,1 +1,23 @@
-"""models."""
+"""Complete models: ASR encoders with a CTC head, an attention decoder, language models.
+
+Example:
+    >>> import torch
+    >>> from speechkit.models import ConformerEncoder, CTCHead
+    >>> enc, head = ConformerEncoder(80, 64, 4, 2, 128, 15), CTCHead(64, 30)
+    >>> y, lengths = enc(torch.randn(1, 100, 80), torch.tensor([100]))
+    >>> head(y).shape
+    torch.Size([1, 24, 30])
+"""
+
+from speechkit.models.decoder import TransformerDecoder
+from speechkit.models.encoders import ConformerEncoder, CTCHead, TransformerEncoder
+from speechkit.models.language_models import LSTMLanguageModel, TransformerLanguageModel
+
+__all__ = [
+    "CTCHead",
+    "ConformerEncoder",
+    "LSTMLanguageModel",
+    "TransformerDecoder",
+    "TransformerEncoder",
+    "TransformerLanguageModel",
+]

@@ -1,1 +1,43 @@
-"""nn."""
+"""Layers and losses on plain tensors with absolute lengths (no batch objects, ranks or files).
+
+Example:
+    >>> import torch
+    >>> from speechkit.nn import ConformerBlock
+    >>> ConformerBlock(32, 4, 64, kernel_size=7)(torch.randn(2, 9, 32), torch.tensor([9, 4])).shape
+    torch.Size([2, 9, 32])
+"""
+
+from speechkit.nn.attention import MultiHeadAttention, attention_mask
+from speechkit.nn.conformer import ConformerBlock, ConvolutionModule
+from speechkit.nn.feedforward import FeedForward
+from speechkit.nn.losses import CTCLoss, LabelSmoothedNLLLoss, ctc_loss, label_smoothed_nll_loss
+from speechkit.nn.masks import check_lengths, length_mask, values_checkable, zero_padding
+from speechkit.nn.normalization import MaskedInstanceNorm, masked_mean_var
+from speechkit.nn.positional import RotaryEmbedding, SinusoidalPositionalEncoding, sinusoid_table
+from speechkit.nn.subsampling import Conv2dSubsampling, subsampled_lengths
+from speechkit.nn.transformer import TransformerDecoderLayer, TransformerEncoderLayer
+
+__all__ = [
+    "CTCLoss",
+    "ConformerBlock",
+    "Conv2dSubsampling",
+    "ConvolutionModule",
+    "FeedForward",
+    "LabelSmoothedNLLLoss",
+    "MaskedInstanceNorm",
+    "MultiHeadAttention",
+    "RotaryEmbedding",
+    "SinusoidalPositionalEncoding",
+    "TransformerDecoderLayer",
+    "TransformerEncoderLayer",
+    "attention_mask",
+    "check_lengths",
+    "ctc_loss",
+    "label_smoothed_nll_loss",
+    "length_mask",
+    "masked_mean_var",
+    "sinusoid_table",
+    "subsampled_lengths",
+    "values_checkable",
+    "zero_padding",
+]

@@ -1,1 +1,34 @@
-"""pretrained."""
+"""Pretrained models: fetch files from local folders, the Hugging Face Hub or URLs; load and run models.
+
+Example:
+    >>> from speechkit.pretrained import EncoderASR, fetch, FetchSource, FetchFrom
+    >>> asr = EncoderASR.from_hparams("org/asr-ctc")          # doctest: +SKIP
+    >>> asr.transcribe_file("utt1.flac")                       # doctest: +SKIP
+"""
+from __future__ import annotations
+
+import importlib
+
+# Imported on first use: fetching needs no torch, so `speechkit fetch` starts fast.
+_LAZY = {
+    "fetch": "speechkit.pretrained.fetching",
+    "FetchFrom": "speechkit.pretrained.fetching",
+    "FetchSource": "speechkit.pretrained.fetching",
+    "FetchStrategy": "speechkit.pretrained.fetching",
+    "Pretrainer": "speechkit.pretrained.pretrainer",
+    "LoadReport": "speechkit.pretrained.loading",
+    "load_weights": "speechkit.pretrained.loading",
+    "Pretrained": "speechkit.pretrained.interfaces",
+    "EncoderASR": "speechkit.pretrained.interfaces",
+    "EncoderDecoderASR": "speechkit.pretrained.interfaces",
+    "check_yaml_is_safe": "speechkit.pretrained.safety",
+}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'speechkit.pretrained' has no attribute {name!r}")
+
+
+__all__ = sorted(_LAZY)

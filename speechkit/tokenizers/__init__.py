@@ -1,1 +1,20 @@
-"""tokenizers."""
+"""Tokenizers: a SentencePiece wrapper (train from a manifest, encode/decode, save/load).
+
+Example:
+    >>> from speechkit.tokenizers import SentencePieceTokenizer
+    >>> tokenizer = SentencePieceTokenizer.train("train.json", "tok/", vocab_size=200, model_type="bpe")
+"""
+from __future__ import annotations
+
+import importlib
+
+_LAZY = {"SentencePieceTokenizer": "speechkit.tokenizers.sentencepiece_tokenizer"}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'speechkit.tokenizers' has no attribute {name!r}")
+
+
+__all__ = sorted(_LAZY)

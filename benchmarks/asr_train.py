@@ -1,0 +1,277 @@
+"""Conformer-CTC training throughput (seconds of audio per second) and decoding real-time factor.
+
+Batches hold about ``--batch-seconds`` of audio and come from a small fixed set of shapes: each utterance
+goes to the shortest bucket whose bound fits it and is padded to that bound, so a compiled step (or a CUDA
+graph) is reused instead of recompiled for every new length. Inputs are random fbank-shaped features
+(80 dims, 100 frames per second) with LibriSpeech-like durations, prepared in pinned memory and copied
+without blocking. The optimizer is AdamW (fused on CUDA).
+
+Usage:
+    python benchmarks/asr_train.py --small                     # CPU, about two minutes
+    python benchmarks/asr_train.py --device cuda --compile     # d_model 144 and 256, 400 s batches
+    python benchmarks/asr_train.py --device cuda --compile --cuda-graphs --dtypes bf16
+
+Throughput counts real audio only (not padding). The decoding real-time factor is encoder + CTC head +
+greedy decoding time divided by the audio duration (lower is faster).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import platform
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from speechkit.decoding import ctc_greedy_decode  # noqa: E402
+from speechkit.models import ConformerEncoder, CTCHead  # noqa: E402
+from speechkit.nn import ctc_loss  # noqa: E402
+
+FEATURE_DIM = 80
+FRAMES_PER_SECOND = 100
+TOKENS_PER_SECOND = 3.0  # a 256-unit BPE vocabulary emits about 3 tokens per second of read speech
+
+
+@dataclass
+class Batch:
+    features: torch.Tensor  # (batch, frames, 80)
+    lengths: torch.Tensor  # (batch,)
+    targets: torch.Tensor  # (batch, tokens)
+    target_lengths: torch.Tensor  # (batch,)
+    audio_seconds: float  # real (unpadded) audio in the batch
+
+    def to(self, device: str) -> Batch:
+        def move(t):
+            return t.to(device, non_blocking=True)
+
+        return Batch(
+            move(self.features),
+            move(self.lengths),
+            move(self.targets),
+            move(self.target_lengths),
+            self.audio_seconds,
+        )
+
+
+def bucket_frames(bound_seconds: float) -> int:
+    """Padded feature frames for a bucket: ``4 m + 3`` so the encoder sees ``m`` frames, ``m`` a multiple of 8."""
+    encoder_frames = 8 * math.ceil(bound_seconds * FRAMES_PER_SECOND / 4 / 8)
+    return 4 * encoder_frames + 3
+
+
+def make_batches(
+    num_batches: int, batch_seconds: float, bounds: list[float], vocab_size: int, seed: int, pin: bool
+) -> list[Batch]:
+    """Random utterances (durations ~ N(12 s, 4 s) clipped to the buckets), grouped into bucketed batches."""
+    generator = torch.Generator().manual_seed(seed)
+    batches: list[Batch] = []
+    pending: dict[float, list[float]] = {bound: [] for bound in bounds}
+    while len(batches) < num_batches:
+        duration = float((torch.randn(1, generator=generator) * 4 + 12).clamp(1.0, bounds[-1]))
+        bound = next(b for b in bounds if duration <= b)
+        pending[bound].append(duration)
+        per_batch = max(1, int(batch_seconds // bound))
+        if len(pending[bound]) < per_batch:
+            continue
+        durations, pending[bound] = pending[bound], []
+        frames, max_tokens = bucket_frames(bound), int(bound * TOKENS_PER_SECOND)
+        lengths = torch.tensor([int(d * FRAMES_PER_SECOND) for d in durations])
+        target_lengths = torch.tensor([max(1, int(d * TOKENS_PER_SECOND)) for d in durations])
+        features = torch.randn(len(durations), frames, FEATURE_DIM, generator=generator)
+        targets = torch.randint(1, vocab_size, (len(durations), max_tokens), generator=generator)
+        if pin:
+            features, targets = features.pin_memory(), targets.pin_memory()
+        batches.append(Batch(features, lengths, targets, target_lengths, sum(durations)))
+    return batches
+
+
+def one_batch_per_shape(batches: list[Batch]) -> list[Batch]:
+    return list({tuple(b.features.shape): b for b in batches}.values())
+
+
+def synchronize(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def run_config(args, d_model: int, dtype_name: str, batches: list[Batch]) -> dict:
+    device = args.device
+    torch.manual_seed(0)
+    encoder = ConformerEncoder(
+        FEATURE_DIM, d_model, args.heads, args.layers, 4 * d_model, args.kernel_size, dropout=0.1
+    ).to(device)
+    head = CTCHead(d_model, args.vocab_size).to(device)
+    parameters = list(encoder.parameters()) + list(head.parameters())
+    fused = device.startswith("cuda")
+    optimizer = torch.optim.AdamW(parameters, lr=1e-4, fused=fused)
+    use_bf16 = dtype_name == "bf16"
+    device_type = "cuda" if device.startswith("cuda") else "cpu"
+
+    def forward_loss(features, lengths, targets, target_lengths):
+        with torch.autocast(device_type, dtype=torch.bfloat16, enabled=use_bf16):
+            encoded, encoded_lengths = encoder(features, lengths)
+            log_probs = head(encoded)
+        return ctc_loss(log_probs, targets, encoded_lengths, target_lengths)
+
+    def forward_decode(features, lengths):
+        with torch.autocast(device_type, dtype=torch.bfloat16, enabled=use_bf16):
+            encoded, encoded_lengths = encoder(features, lengths)
+            return head(encoded), encoded_lengths
+
+    if args.compile:
+        mode = "reduce-overhead" if args.cuda_graphs else None
+        forward_loss = torch.compile(forward_loss, dynamic=False, mode=mode)
+        forward_decode = torch.compile(forward_decode, dynamic=False, mode=mode)
+
+    def train_step(batch: Batch) -> None:
+        batch = batch.to(device)
+        loss = forward_loss(batch.features, batch.lengths, batch.targets, batch.target_lengths)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    # Warm-up: one step per distinct shape, so every compiled graph exists before timing.
+    encoder.train()
+    for batch in one_batch_per_shape(batches):
+        for _ in range(args.warmup):
+            train_step(batch)
+    synchronize(device)
+    if device_type == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+    timed = batches[: args.steps]
+    start = time.perf_counter()
+    for batch in timed:
+        train_step(batch)
+    synchronize(device)
+    train_seconds = time.perf_counter() - start
+    train_audio = sum(b.audio_seconds for b in timed)
+    peak_gib = torch.cuda.max_memory_allocated() / 2**30 if device_type == "cuda" else float("nan")
+
+    encoder.eval()
+    with torch.inference_mode():
+        for batch in one_batch_per_shape(batches):
+            gpu = batch.to(device)
+            forward_decode(gpu.features, gpu.lengths)
+        synchronize(device)
+        start = time.perf_counter()
+        for batch in timed:
+            gpu = batch.to(device)
+            log_probs, encoded_lengths = forward_decode(gpu.features, gpu.lengths)
+            ctc_greedy_decode(log_probs, encoded_lengths)
+        synchronize(device)
+        decode_seconds = time.perf_counter() - start
+
+    padded = sum(b.features.shape[0] * b.features.shape[1] for b in timed) / FRAMES_PER_SECOND
+    return {
+        "d_model": d_model,
+        "params_m": sum(p.numel() for p in parameters) / 1e6,
+        "dtype": dtype_name,
+        "batch_s": train_audio / len(timed),
+        "padding": 1.0 - train_audio / padded,
+        "step_s": train_seconds / len(timed),
+        "train_audio_per_s": train_audio / train_seconds,
+        "decode_rtf": decode_seconds / train_audio,
+        "peak_gib": peak_gib,
+    }
+
+
+def print_table(args, rows: list[dict]) -> None:
+    print()
+    print(f"command: python {' '.join(sys.argv)}")
+    device_name = torch.cuda.get_device_name() if args.device.startswith("cuda") else platform.processor()
+    print(
+        f"device: {args.device} ({device_name or 'cpu'}), torch {torch.__version__}, "
+        f"threads {torch.get_num_threads()}, compile {args.compile}, cuda graphs {args.cuda_graphs}"
+    )
+    print(
+        f"model: Conformer-CTC, {args.layers} layers, {args.heads} heads, ffn 4 x d_model, kernel "
+        f"{args.kernel_size}, vocab {args.vocab_size}; buckets {args.bounds} s; {args.steps} timed steps"
+    )
+    header = (
+        f"| {'d_model':>7} | {'params':>7} | {'dtype':>5} | {'batch audio':>11} | {'padding':>7} | "
+        f"{'step':>8} | {'train audio s/s':>15} | {'decode RTF':>10} | {'peak GiB':>8} |"
+    )
+    print(header)
+    print("|" + "|".join("-" * (len(cell)) for cell in header.split("|")[1:-1]) + "|")
+    for row in rows:
+        print(
+            f"| {row['d_model']:>7} | {row['params_m']:>6.1f}M | {row['dtype']:>5} | {row['batch_s']:>9.1f} s | "
+            f"{row['padding']:>6.1%} | {row['step_s']:>6.2f} s | {row['train_audio_per_s']:>15.1f} | "
+            f"{row['decode_rtf']:>10.4f} | {row['peak_gib']:>8.2f} |"
+        )
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--d-models", type=int, nargs="+", default=[144, 256])
+    parser.add_argument("--layers", type=int, default=12)
+    parser.add_argument("--heads", type=int, default=4)
+    parser.add_argument("--kernel-size", type=int, default=31)
+    parser.add_argument("--vocab-size", type=int, default=256)
+    parser.add_argument("--dtypes", nargs="+", default=["fp32", "bf16"], choices=["fp32", "bf16"])
+    parser.add_argument("--batch-seconds", type=float, default=400.0, help="audio per batch (padded bound)")
+    parser.add_argument(
+        "--bounds",
+        type=float,
+        nargs="+",
+        default=[8.0, 12.0, 16.0, 20.0],
+        help="bucket bounds in seconds (each batch is padded to its bucket's bound)",
+    )
+    parser.add_argument("--steps", type=int, default=20, help="timed training steps")
+    parser.add_argument("--warmup", type=int, default=2, help="untimed steps per batch shape")
+    parser.add_argument("--compile", action="store_true", help="torch.compile the step (fixed shapes)")
+    parser.add_argument("--cuda-graphs", action="store_true", help="with --compile: capture CUDA graphs")
+    parser.add_argument("--tf32", action="store_true", help="allow TF32 matmuls in fp32 runs on CUDA")
+    parser.add_argument(
+        "--small",
+        action="store_true",
+        help="quick CPU setting: 24 s batches, buckets 6/12 s, 2 timed steps, 1 warm-up",
+    )
+    parser.add_argument("--threads", type=int, default=None, help="CPU threads (torch.set_num_threads)")
+    args = parser.parse_args(argv)
+    if args.small:
+        args.batch_seconds, args.bounds, args.steps, args.warmup = 24.0, [6.0, 12.0], 2, 1
+    args.bounds = sorted(args.bounds)
+    return args
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    if args.device.startswith("cuda"):
+        torch.backends.cuda.matmul.allow_tf32 = args.tf32
+        torch.backends.cudnn.allow_tf32 = args.tf32
+    batches = make_batches(
+        args.steps + 2 * len(args.bounds),
+        args.batch_seconds,
+        args.bounds,
+        args.vocab_size,
+        seed=0,
+        pin=args.device.startswith("cuda"),
+    )
+    rows = []
+    for d_model in args.d_models:
+        for dtype_name in args.dtypes:
+            row = run_config(args, d_model, dtype_name, batches)
+            rows.append(row)
+            print(
+                f"d_model {d_model} {dtype_name}: {row['train_audio_per_s']:.1f} audio s/s, "
+                f"decode RTF {row['decode_rtf']:.4f}",
+                flush=True,
+            )
+    print_table(args, rows)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,479 @@
+"""Brain: the fit and evaluate loops, delegating everything else to small collaborators.
+
+A recipe subclasses :class:`Brain` and writes ``compute_forward(batch, stage)`` and
+``compute_objectives(predictions, batch, stage)`` (a loss averaged over the batch's items). Devices and
+processes
+(:mod:`speechkit.distributed`), precision (:mod:`speechkit.engine.precision`), accumulation, clipping and the
+non-finite guard (:mod:`speechkit.engine.optimization`), loaders (:mod:`speechkit.engine.loaders`),
+progress and
+stage summaries (:mod:`speechkit.engine.progress`) and checkpoints (:mod:`speechkit.checkpoints`) live
+elsewhere.
+
+Example:
+    >>> class Regression(Brain):
+    ...     def compute_forward(self, batch, stage):
+    ...         return self.modules.model(batch[0].to(self.device))
+    ...     def compute_objectives(self, predictions, batch, stage):
+    ...         return torch.nn.functional.mse_loss(predictions, batch[1].to(self.device))
+    >>> sgd = lambda params: torch.optim.SGD(params, lr=0.1)
+    >>> brain = Regression({"model": torch.nn.Linear(3, 1)}, sgd)  # doctest: +SKIP
+    >>> brain.fit(EpochCounter(2), train_set, valid_set, {"batch_size": 4})  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import time
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, Optional
+
+import torch
+
+from speechkit.distributed.signals import PreemptionHandler, any_rank
+from speechkit.engine.accumulation import describe_effective_batch, resolve_accumulation
+from speechkit.engine.loaders import batch_items, build_loader, move_to
+from speechkit.engine.optimization import OptimizationStep
+from speechkit.engine.precision import Precision
+from speechkit.engine.progress import ProgressBar, StageStats, TrainLog, summary_line
+from speechkit.engine.rng import RandomStates
+from speechkit.engine.world import distributed_api
+from speechkit.errors import EXIT_PREEMPTED
+from speechkit.run_options import RunOptions
+from speechkit.stage import Stage
+
+logger = logging.getLogger(__name__)
+
+
+class Brain:
+    """Trains and evaluates ``modules`` with the recipe's ``compute_forward`` and ``compute_objectives``.
+
+    Args:
+        modules: ``{name: nn.Module}``, available as ``self.modules`` (moved to ``self.device``).
+        opt_class: called with the parameters to build the optimizer (``!name:torch.optim.Adam`` in YAML).
+        hparams: the loaded hyperparameters, available as ``self.hparams.<key>``; top-level keys named like a
+            run option (``precision: bf16``) set that option unless the command line did.
+        run_opts: :class:`~speechkit.run_options.RunOptions` (or a dict of option values).
+        checkpointer: a :class:`~speechkit.checkpoints.Checkpointer`; Brain adds the optimizer, scaler,
+        scheduler,
+            epoch counter, train loader, RNG states and its own counters to it.
+    """
+
+    def __init__(
+        self,
+        modules: Optional[dict] = None,
+        opt_class: Any = None,
+        hparams: Optional[dict] = None,
+        run_opts: Any = None,
+        checkpointer: Any = None,
+    ):
+        hparams = dict(hparams or {})
+        if run_opts is None:
+            run_opts = RunOptions()
+        elif isinstance(run_opts, dict):
+            run_opts = RunOptions(**run_opts, explicit=frozenset(run_opts))
+        self.run_opts = run_opts.merged_with(hparams)
+        self.hparams = SimpleNamespace(**hparams)
+        self.dist = distributed_api()
+        self.context = self.dist.init(self.run_opts)  # idempotent; the recipe may have called it already
+        self.device = self.context.device
+        self.modules = torch.nn.ModuleDict(modules or {}).to(self.device)
+        self._raw_modules = self.modules  # evaluation always runs on these (never DDP-wrapped)
+        self.opt_class = opt_class
+        self.checkpointer = checkpointer
+        self.precision = Precision(self.run_opts.precision, self.device)
+        self.eval_precision = Precision(self.run_opts.eval_precision, self.device)
+        self.optimizer = None
+        self.optimizers_dict: dict = {}
+        self.optimization: Optional[OptimizationStep] = None
+        self.lr_scheduler = hparams.get("lr_scheduler")
+        self.step = 0  # batches done in the current stage
+        self.optimizer_steps = 0
+        self.train_position = 0  # batches of the current training epoch done (0 between epochs)
+        self.train_stats = StageStats()
+        self.rng_states = RandomStates()
+        self.preemption = PreemptionHandler(device=self.device)
+        self.train_log = TrainLog(self._train_log_path(hparams), self.context.is_main)
+        self._last_in_epoch = False
+        self._stop = False
+
+    # --- recipe interface ---------------------------------------------------------------------------------
+    def compute_forward(self, batch: Any, stage: Stage) -> Any:
+        raise NotImplementedError("a Brain subclass must define compute_forward(batch, stage)")
+
+    def compute_objectives(self, predictions: Any, batch: Any, stage: Stage) -> torch.Tensor:
+        raise NotImplementedError(
+            "a Brain subclass must define compute_objectives(predictions, batch, stage)"
+        )
+
+    def on_fit_start(self) -> None:
+        """Compile, wrap for several processes, build the optimizers, register recoverables, recover."""
+        self._compile_and_wrap()
+        self.init_optimizers()
+        self._register_recoverables()
+        if self.checkpointer is not None:
+            self.checkpointer.recover_if_possible()
+        if self.train_position == 0:
+            self.rng_states.forget_pending()  # recovered between epochs: nothing to re-align later
+
+    def init_optimizers(self) -> None:
+        """Build ``self.optimizer`` from ``opt_class``; override to build several (fill
+        ``optimizers_dict``)."""
+        if self.opt_class is not None:
+            self.optimizer = self.opt_class(self._raw_modules.parameters())
+            self.optimizers_dict = {"optimizer": self.optimizer}
+
+    def on_stage_start(self, stage: Stage, epoch: Optional[int] = None) -> None:
+        """Called at the start of every stage (reset metric trackers here)."""
+
+    def on_stage_end(self, stage: Stage, stage_loss: float, epoch: Optional[int] = None) -> Optional[dict]:
+        """Called at the end of every stage with the loss averaged over all items of all processes.
+
+        Return a dict of metrics to put in the stage summary (and in the automatic checkpoint's meta). Saving
+        a checkpoint here (``self.checkpointer.save_and_keep_only``) replaces the automatic end-of-epoch one.
+        """
+        return None
+
+    def on_evaluate_start(self, max_key: Optional[str] = None, min_key: Optional[str] = None) -> None:
+        """Load the best checkpoint (by ``min_key``/``max_key``; the newest without a key)."""
+        if self.checkpointer is not None:
+            found = self.checkpointer.recover_if_possible(min_key=min_key, max_key=max_key)
+            if found is None:
+                logger.warning(
+                    "No checkpoint to evaluate in %s; evaluating the current weights",
+                    self.checkpointer.checkpoints_dir,
+                )
+
+    # --- batches ------------------------------------------------------------------------------------------
+    def fit_batch(self, batch: Any) -> torch.Tensor:
+        """Forward, backward and (every ``accumulation`` micro-batches) an optimizer step; returns the
+        loss."""
+        batch = move_to(batch, self.device)
+        final = self.optimization.is_final_micro_batch(self._last_in_epoch)
+        with self._gradient_sync(final):
+            with self.precision.autocast():
+                predictions = self.compute_forward(batch, Stage.TRAIN)
+                loss = self.compute_objectives(predictions, batch, Stage.TRAIN)
+            self.optimization.backward(loss)
+        if final:
+            self.optimizer_step()
+        return loss.detach()
+
+    def optimizer_step(self) -> None:
+        self.optimization.step()
+        self.optimizer_steps += 1
+        if self.lr_scheduler is not None and getattr(self.lr_scheduler, "interval", None) == "batch":
+            self.lr_scheduler.step(self.optimizer)
+
+    @torch.no_grad()
+    def evaluate_batch(self, batch: Any, stage: Stage) -> torch.Tensor:
+        batch = move_to(batch, self.device)
+        with self.eval_precision.autocast():
+            predictions = self.compute_forward(batch, stage)
+            loss = self.compute_objectives(predictions, batch, stage)
+        return loss.detach()
+
+    # --- loops --------------------------------------------------------------------------------------------
+    def make_dataloader(self, data: Any, stage: Stage, loader_kwargs: Optional[dict] = None) -> Any:
+        seed = self.run_opts.seed if self.run_opts.seed is not None else getattr(self.hparams, "seed", 0)
+        return build_loader(
+            data, stage, loader_kwargs, self.context.rank, self.context.world_size, int(seed or 0)
+        )
+
+    def fit(
+        self,
+        epoch_counter: Any,
+        train_set: Any,
+        valid_set: Any = None,
+        train_loader_kwargs: Optional[dict] = None,
+        valid_loader_kwargs: Optional[dict] = None,
+    ) -> None:
+        """Train for the epochs of ``epoch_counter``, validating after each; resumes from the newest
+        checkpoint.
+
+        On SIGTERM/SIGUSR1 a checkpoint is saved at the next optimizer-step boundary and the process exits
+        with :data:`speechkit.errors.EXIT_PREEMPTED`; running the same command resumes.
+        """
+        if self.run_opts.test_only:
+            logger.info("--test_only: skipping training")
+            return
+        self.train_loader = self.make_dataloader(train_set, Stage.TRAIN, train_loader_kwargs)
+        self.valid_loader = self.make_dataloader(valid_set, Stage.VALID, valid_loader_kwargs)
+        self.epoch_counter = epoch_counter
+        accumulation = resolve_accumulation(
+            self.run_opts.grad_accumulation_factor,
+            self.context.world_size,
+            train_loader_kwargs,
+            self.run_opts.global_batch_size,
+            self.run_opts.global_batch_seconds,
+        )
+        self.on_fit_start()
+        self.optimization = OptimizationStep(
+            self.optimizers_dict,
+            self.precision,
+            accumulation,
+            self.run_opts.max_grad_norm,
+            self.run_opts.nonfinite_patience,
+            self.run_opts.skip_nonfinite_grads,
+            self.context.world_size > 1,
+        )
+        self.optimization.load_state_dict(getattr(self, "_recovered_optimization", {}))
+        if (
+            self.lr_scheduler is not None
+            and self.optimizer is not None
+            and hasattr(self.lr_scheduler, "apply")
+        ):
+            self.lr_scheduler.apply(self.optimizer)
+        logger.info(
+            "Effective batch: %s",
+            describe_effective_batch(self.context.world_size, train_loader_kwargs, accumulation),
+        )
+        with self.preemption:
+            for epoch in epoch_counter:
+                self._train_stage(epoch)
+                self._end_of_epoch(epoch)
+                debug_done = self.run_opts.debug and epoch >= self.run_opts.debug_epochs
+                if self._stop or debug_done:
+                    break
+
+    def _train_stage(self, epoch: int) -> None:
+        self.modules = self._wrapped_modules
+        self.modules.train()
+        resuming = self.train_position > 0
+        if not resuming:
+            self.train_stats = StageStats()
+            if hasattr(self.train_loader, "set_epoch"):
+                self.train_loader.set_epoch(epoch)
+        self.on_stage_start(Stage.TRAIN, epoch)
+        self.lr_in_epoch = self._current_lr()
+        total = _length(self.train_loader)
+        limit = self.run_opts.debug_batches if self.run_opts.debug else None
+        bar = ProgressBar(f"epoch {epoch} train", total, self._show_progress(), initial=self.train_position)
+        iterator = iter(self.train_loader)
+        if resuming:
+            self.rng_states.reapply()  # creating the iterator drew random numbers the first run drew earlier
+        self.step = self.train_position
+        try:
+            for batch in iterator:
+                self.step += 1
+                self._last_in_epoch = total is not None and self.step == total or limit == self.step
+                loss = self.fit_batch(batch)
+                self.train_stats.update(float(loss), batch_items(batch))
+                self.train_position = self.step
+                bar.update(self.train_stats)
+                if self.optimization.micro_batches == 0 and self._after_optimizer_step(epoch):
+                    break
+                if limit is not None and self.step >= limit:
+                    break
+        finally:
+            bar.close()
+        self.optimization.discard()  # an unfinished cycle (early stop) must not leak into the next epoch
+        self.train_position = 0
+        loss = self.train_stats.gathered_average(self.dist.all_gather_object)
+        if (
+            self.valid_loader is None
+        ):  # the last stage of the epoch: schedule first, so a save in the hook has it
+            self._epoch_lr(loss)
+            self._saves_mark = self._checkpoint_saves()
+        metrics = self.on_stage_end(Stage.TRAIN, loss, epoch)
+        self.train_log.write(
+            summary_line("train", epoch, loss, self.train_stats.duration, self.lr_in_epoch, metrics)
+        )
+        self.train_loss, self.train_metrics = loss, metrics
+
+    def _after_optimizer_step(self, epoch: int) -> bool:
+        """Intra-epoch checkpoints, preemption and the step limit; returns True to stop the epoch."""
+        every_steps, every_minutes = self.run_opts.ckpt_interval_steps, self.run_opts.ckpt_interval_minutes
+        due_by_time = every_minutes > 0 and time.monotonic() - self._last_ckpt_clock >= every_minutes * 60
+        due_by_time = any_rank(due_by_time, self.device) if every_minutes > 0 else False
+        preempted = self.preemption.requested()
+        due = due_by_time or (every_steps > 0 and self.optimizer_steps % every_steps == 0)
+        if (due or preempted) and self.checkpointer is not None:
+            self.checkpointer.save_and_keep_only(
+                meta={"intra_epoch": True},
+                end_of_epoch=False,
+                num_to_keep=1,
+                ckpt_predicate=lambda c: not c.end_of_epoch,
+                epoch=epoch,
+                step=self.optimizer_steps,
+            )
+            self._last_ckpt_clock = time.monotonic()
+        if preempted:
+            self._exit_preempted()
+        limit = self.run_opts.optimizer_step_limit
+        if limit is not None and self.optimizer_steps >= limit:
+            logger.info("Reached optimizer_step_limit %d; stopping training", limit)
+            self._stop = True
+        return self._stop
+
+    def _exit_preempted(self) -> None:
+        logger.warning("Preempted: checkpoint saved; run the same command again to resume")
+        self.preemption.uninstall()
+        raise SystemExit(EXIT_PREEMPTED)
+
+    def _end_of_epoch(self, epoch: int) -> None:
+        meta = {"loss": self.train_loss, **(self.train_metrics or {})}
+        if self.valid_loader is not None:
+            loss, metrics = self._evaluate_stage(
+                self.valid_loader, Stage.VALID, epoch, before_hook=self._epoch_lr
+            )
+            meta = {"loss": loss, **(metrics or {})}
+        if self.checkpointer is not None and self._checkpoint_saves() == self._saves_mark:
+            keep = int(getattr(self.hparams, "ckpt_keep", 1))
+            self.checkpointer.save_and_keep_only(
+                meta=_numbers(meta),
+                end_of_epoch=True,
+                num_to_keep=keep,
+                min_keys=["loss"],
+                epoch=epoch,
+                step=self.optimizer_steps,
+            )
+        if self.preemption.requested():
+            self._exit_preempted()
+
+    def _epoch_lr(self, metric: float) -> None:
+        if self.lr_scheduler is not None and getattr(self.lr_scheduler, "interval", None) == "epoch":
+            old, new = self.lr_scheduler.step(self.optimizer, metric)
+            if old != new:
+                logger.info("Learning rate %.4g -> %.4g", old, new)
+
+    def evaluate(
+        self,
+        test_set: Any,
+        max_key: Optional[str] = None,
+        min_key: Optional[str] = None,
+        test_loader_kwargs: Optional[dict] = None,
+    ) -> float:
+        """Load the best checkpoint, then evaluate on ``test_set``; returns the test loss (all items)."""
+        loader = self.make_dataloader(test_set, Stage.TEST, test_loader_kwargs)
+        self.on_evaluate_start(max_key=max_key, min_key=min_key)
+        loss, _ = self._evaluate_stage(loader, Stage.TEST, None)
+        return loss
+
+    def _evaluate_stage(self, loader: Any, stage: Stage, epoch: Optional[int], before_hook=None) -> tuple:
+        self.modules = self._raw_modules  # no DDP wrapper: evaluation runs without collectives
+        self.modules.eval()
+        self.on_stage_start(stage, epoch)
+        stats = StageStats()
+        limit = self.run_opts.debug_batches if self.run_opts.debug else None
+        bar = ProgressBar(f"{stage.value}", _length(loader), self._show_progress())
+        self.step = 0
+        try:
+            for batch in loader:
+                self.step += 1
+                stats.update(float(self.evaluate_batch(batch, stage)), batch_items(batch))
+                bar.update(stats)
+                if limit is not None and self.step >= limit:
+                    break
+        finally:
+            bar.close()
+        loss = stats.gathered_average(self.dist.all_gather_object)
+        if before_hook is not None:
+            before_hook(loss)
+            self._saves_mark = self._checkpoint_saves()
+        metrics = self.on_stage_end(stage, loss, epoch)
+        self.train_log.write(summary_line(stage.value, epoch, loss, stats.duration, None, metrics))
+        return loss, metrics
+
+    # --- plumbing -----------------------------------------------------------------------------------------
+    @property
+    def _wrapped_modules(self) -> torch.nn.ModuleDict:
+        return getattr(self, "_wrapped", None) or self._raw_modules
+
+    def _compile_and_wrap(self) -> None:
+        wrapped = {}
+        names = getattr(self.hparams, "compile_modules", None) or list(self._raw_modules)
+        for name, module in self._raw_modules.items():
+            trainable = any(p.requires_grad for p in module.parameters())
+            module = self.dist.wrap_module(module, self.context, self.run_opts) if trainable else module
+            if self.run_opts.compile and name in names:
+                module = torch.compile(module)
+            wrapped[name] = module
+        self._wrapped = torch.nn.ModuleDict(wrapped)
+        self._last_ckpt_clock = time.monotonic()
+
+    def _gradient_sync(self, final: bool) -> Any:
+        """No gradient all-reduce on the micro-batches before the last of a cycle."""
+        stack = contextlib.ExitStack()
+        if not final:
+            for module in self._wrapped_modules.values():
+                stack.enter_context(self.dist.no_sync(module))
+        return stack
+
+    def _register_recoverables(self) -> None:
+        if self.checkpointer is None:
+            return
+        known = {id(obj) for obj in self.checkpointer.recoverables.values()}
+        candidates = dict(self.optimizers_dict)
+        candidates.update(
+            {
+                "scaler": self.precision.scaler,
+                "lr_scheduler": self.lr_scheduler,
+                "epoch_counter": self.epoch_counter,
+                "train_loader": self.train_loader,
+                "rng_states": self.rng_states,
+                "brain": self,
+            }
+        )
+        for name, obj in candidates.items():
+            if obj is None or id(obj) in known:
+                continue
+            if not (hasattr(obj, "state_dict") or hasattr(obj, "save_checkpoint")):
+                continue
+            self.checkpointer.add_recoverable(
+                name if name not in self.checkpointer.recoverables else f"brain_{name}", obj
+            )
+
+    def state_dict(self) -> dict:
+        """The loop's own counters (recoverable as ``brain``)."""
+        return {
+            "optimizer_steps": self.optimizer_steps,
+            "train_position": self.train_position,
+            "train_stats": self.train_stats.state_dict(),
+            "optimization": self.optimization.state_dict() if self.optimization else {},
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        self.optimizer_steps = int(state["optimizer_steps"])
+        self.train_position = int(state["train_position"])
+        self.train_stats = StageStats()
+        self.train_stats.load_state_dict(state["train_stats"])
+        self._recovered_optimization = state.get("optimization", {})
+        if self.optimization is not None:
+            self.optimization.load_state_dict(self._recovered_optimization)
+
+    def _checkpoint_saves(self) -> int:
+        return self.checkpointer.saves if self.checkpointer is not None else 0
+
+    def _current_lr(self) -> Optional[float]:
+        return self.optimizer.param_groups[0]["lr"] if self.optimizer is not None else None
+
+    def _show_progress(self) -> bool:
+        return self.context.is_main and not self.run_opts.noprogressbar
+
+    def _train_log_path(self, hparams: dict) -> Optional[Path]:
+        if isinstance(hparams.get("train_log"), (str, os.PathLike)):
+            return Path(hparams["train_log"])
+        if isinstance(hparams.get("output_folder"), (str, os.PathLike)):
+            return Path(hparams["output_folder"]) / "train_log.txt"
+        return None
+
+
+def _length(loader: Any) -> Optional[int]:
+    try:
+        return len(loader)
+    except TypeError:
+        return None
+
+
+def _numbers(meta: dict) -> dict:
+    return {
+        k: float(v) if isinstance(v, (int, float)) or hasattr(v, "item") else v
+        for k, v in meta.items()
+        if isinstance(v, (int, float, str)) or hasattr(v, "item")
+    }
+
+
+__all__ = ["Brain", "Stage"]

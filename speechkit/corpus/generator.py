@@ -1,0 +1,303 @@
+"""Build the built-in corpus: plan every utterance from a seed, synthesize in parallel, write FLAC + manifests.
+
+The plan (which sentence, voice, speed, warp, loudness, silence and noise each utterance gets) is drawn in
+one process from the seed before any audio is made; workers only execute it, each utterance with its own
+random generator. So the output is byte-identical for a seed whatever the number of workers.
+
+Layout written under ``output_dir``::
+
+    train.json valid.json test.json      {id: {"wav": "$data_root/train/rms/rms-train-000000.flac",
+                                                "duration": 2.91, "spk": "rms", "text": "THE OLD ..."}}
+    corpus.json                          the settings, voices per split, counts and hours (written last)
+    train/<voice>/<id>.flac ...          16 kHz, 16-bit mono FLAC
+
+Example:
+    >>> config = CorpusConfig("corpus", num_train=8, num_valid=2, num_test=2, seed=1)
+    >>> [p.split for p in make_plan(config)][:3]
+    ['train', 'train', 'train']
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import multiprocessing
+import os
+import random
+import time
+import zlib
+from dataclasses import dataclass, field
+from typing import Optional
+
+import numpy as np
+import soundfile
+
+from speechkit.corpus import effects
+from speechkit.corpus.text import make_sentences
+from speechkit.corpus.voices import (
+    DEFAULT_TEST_VOICES,
+    DEFAULT_VALID_VOICES,
+    SAMPLE_RATE,
+    VOICES,
+    check_engines,
+    synthesize_many,
+    voice_by_name,
+)
+from speechkit.errors import DataError
+
+SPLITS = ("train", "valid", "test")
+
+#: Named sizes: (train, valid, test) utterances.
+SIZES = {
+    "tiny": (24, 6, 6),
+    "demo": (1200, 100, 150),
+    "small": (5000, 300, 400),
+    "medium": (20000, 500, 800),
+    "large": (50000, 1000, 1500),
+}
+
+
+@dataclass
+class CorpusConfig:
+    """Everything that decides the corpus' content. Two builds with equal configs write equal bytes."""
+
+    output_dir: str
+    num_train: int = SIZES["demo"][0]
+    num_valid: int = SIZES["demo"][1]
+    num_test: int = SIZES["demo"][2]
+    seed: int = 1234
+    #: distinct sentences drawn from the grammar; None: max(4000, a third of all utterances)
+    num_sentences: Optional[int] = None
+    #: voices used at all (None: every voice in VOICES)
+    voices: Optional[list] = None
+    test_voices: list = field(default_factory=lambda: list(DEFAULT_TEST_VOICES))
+    #: empty: valid is spoken by the training voices (its sentences stay unseen)
+    valid_voices: list = field(default_factory=lambda: list(DEFAULT_VALID_VOICES))
+    speed_range: tuple = (0.85, 1.2)  # speaking rate (1.2: 20% faster), applied by the engine
+    warp_jitter: float = 0.03  # per-utterance random change of the voice's warp (+-3%)
+    loudness_range: tuple = (-30.0, -18.0)  # speech RMS level, dBFS
+    silence_range: tuple = (0.1, 0.45)  # seconds of leading and of trailing silence
+    floor_dbfs: float = -72.0  # level of the background hiss in the silences
+    noise_prob: float = 0.0  # share of utterances with added noise
+    snr_range: tuple = (5.0, 30.0)
+    noise_colors: tuple = ("white", "pink", "brown")
+    # How the build runs (not part of the content).
+    num_workers: int = 2
+    chunk_size: int = 12
+
+    def content_settings(self) -> dict:
+        """The settings that decide the bytes written (what ``corpus.json`` records)."""
+        settings = dataclasses.asdict(self)
+        for key in ("output_dir", "num_workers", "chunk_size"):
+            settings.pop(key)
+        return json.loads(json.dumps(settings))
+
+
+@dataclass(frozen=True)
+class UtterancePlan:
+    """What one utterance will be; all the randomness of the corpus is decided here."""
+
+    id: str
+    split: str
+    voice: str
+    text: str
+    stretch: float  # engine duration factor (1 / speaking rate)
+    warp: float  # resampling factor: pitch and formants times ``warp``, duration divided by it
+    loudness_dbfs: float
+    silence_before: int  # samples
+    silence_after: int
+    noise_color: Optional[str]
+    snr_db: Optional[float]
+    floor_dbfs: float  # background hiss under the whole utterance
+    seed: int
+
+    @property
+    def relative_path(self) -> str:
+        return f"{self.split}/{self.voice}/{self.id}.flac"
+
+
+def split_voices(config: CorpusConfig) -> dict:
+    """Voices of each split; raises DataError when a voice is unknown or would appear in two splits."""
+    names = list(config.voices) if config.voices is not None else [v.name for v in VOICES]
+    for name in names + list(config.test_voices) + list(config.valid_voices):
+        voice_by_name(name)
+    test = [n for n in names if n in config.test_voices]
+    valid = [n for n in names if n in config.valid_voices and n not in test]
+    train = [n for n in names if n not in test and n not in valid]
+    if set(config.test_voices) & set(config.valid_voices):
+        raise DataError(f"voices {sorted(set(config.test_voices) & set(config.valid_voices))} are in both "
+                        "the valid and the test voices")
+    if not valid and config.num_valid:
+        valid = list(train)  # held-out sentences spoken by training voices
+    for split, voices, count in (("train", train, config.num_train), ("valid", valid, config.num_valid),
+                                 ("test", test, config.num_test)):
+        if count and not voices:
+            raise DataError(f"the {split} split asks for {count} utterances but has no voice "
+                            f"(voices: {names}, test voices: {config.test_voices})")
+    return {"train": train, "valid": valid, "test": test}
+
+
+def _sentence_pools(config: CorpusConfig, rng: random.Random) -> dict:
+    """Disjoint sentence lists for test, valid and train (no sentence is shared across splits)."""
+    total = config.num_train + config.num_valid + config.num_test
+    count = config.num_sentences or max(4000, total // 3)
+    # Held-out splits get one distinct sentence per utterance while that leaves most sentences to training.
+    test_count = min(config.num_test, count // 8)
+    valid_count = min(config.num_valid, count // 8)
+    if count - test_count - valid_count < 1:
+        raise DataError(f"num_sentences={count} leaves no sentence for training")
+    sentences = make_sentences(count, rng)
+    return {"test": sentences[:test_count], "valid": sentences[test_count:test_count + valid_count],
+            "train": sentences[test_count + valid_count:]}
+
+
+def _cycle_shuffled(items: list, count: int, rng: random.Random) -> list:
+    """``count`` items taken from ``items`` in rounds, each round in a fresh random order."""
+    out: list = []
+    while len(out) < count:
+        round_ = list(items)
+        rng.shuffle(round_)
+        out.extend(round_[: count - len(out)])
+    return out
+
+
+def make_plan(config: CorpusConfig) -> list:
+    """Every utterance of the corpus, decided from ``config.seed`` alone (no audio is made here)."""
+    rng = random.Random(config.seed)
+    voices = split_voices(config)
+    pools = _sentence_pools(config, rng)
+    counts = {"train": config.num_train, "valid": config.num_valid, "test": config.num_test}
+    plan = []
+    for split in SPLITS:
+        if not counts[split]:
+            continue
+        texts = _cycle_shuffled(pools[split], counts[split], rng)
+        speakers = _cycle_shuffled(voices[split], counts[split], rng)
+        for index, (text, voice_name) in enumerate(zip(texts, speakers)):
+            voice = voice_by_name(voice_name)
+            noisy = rng.random() < config.noise_prob
+            plan.append(UtterancePlan(
+                id=f"{voice_name}-{split}-{index:06d}",
+                split=split,
+                voice=voice_name,
+                text=text,
+                stretch=round(1.0 / rng.uniform(*config.speed_range), 4),
+                warp=round(voice.warp * rng.uniform(1 - config.warp_jitter, 1 + config.warp_jitter), 4),
+                loudness_dbfs=round(rng.uniform(*config.loudness_range), 2),
+                silence_before=int(rng.uniform(*config.silence_range) * SAMPLE_RATE),
+                silence_after=int(rng.uniform(*config.silence_range) * SAMPLE_RATE),
+                noise_color=rng.choice(config.noise_colors) if noisy else None,
+                snr_db=round(rng.uniform(*config.snr_range), 2) if noisy else None,
+                floor_dbfs=config.floor_dbfs,
+                seed=rng.randrange(2 ** 31),
+            ))
+    return plan
+
+
+def render(plan: UtterancePlan, wave: np.ndarray) -> np.ndarray:
+    """Turn an engine's output into the final int16 utterance (trim, warp, level, silence, noise)."""
+    rng = np.random.default_rng(plan.seed)
+    speech = effects.trim_silence(wave)
+    speech = effects.resample(speech, plan.warp, 1.0, exact=False)  # plays ``warp`` times faster: higher pitch
+    speech = effects.set_loudness(speech, plan.loudness_dbfs)
+    padded = effects.pad_with_floor(speech, plan.silence_before, plan.silence_after, plan.floor_dbfs, rng)
+    if plan.noise_color is not None:
+        padded = effects.add_noise(padded, plan.snr_db, plan.noise_color, rng, reference=speech)
+    peak = float(np.max(np.abs(padded)))
+    if peak > 0.99:
+        padded = padded * (0.99 / peak)
+    return effects.to_int16(padded)
+
+
+def _run_chunk(task: tuple) -> list:
+    """Worker: synthesize one chunk (one voice), write its FLAC files; returns (id, num_samples) pairs."""
+    output_dir, plans = task
+    voice = voice_by_name(plans[0].voice)
+    waves = synthesize_many([(p.text, p.stretch) for p in plans], voice)
+    results = []
+    for plan, wave in zip(plans, waves):
+        samples = render(plan, wave)
+        path = os.path.join(output_dir, plan.relative_path)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        soundfile.write(path, samples, SAMPLE_RATE, format="FLAC", subtype="PCM_16")
+        results.append((plan.id, len(samples)))
+    return results
+
+
+def _chunks(plan: list, size: int) -> list:
+    """Group utterances by split and voice, in plan order, into fixed-size chunks (independent of workers)."""
+    groups: dict = {}
+    for item in plan:
+        groups.setdefault((item.split, item.voice), []).append(item)
+    chunks = []
+    for items in groups.values():
+        chunks.extend(items[i:i + size] for i in range(0, len(items), size))
+    # Festival chunks start a program each: send the big ones first so workers finish together.
+    return sorted(chunks, key=lambda c: -len(c))
+
+
+def _write_json(path: str, obj) -> None:
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as handle:
+        json.dump(obj, handle, indent=2)
+        handle.write("\n")
+    os.replace(tmp, path)
+
+
+def build_corpus(config: CorpusConfig, overwrite: bool = False, log=print) -> dict:
+    """Synthesize the corpus described by ``config`` into ``config.output_dir``; returns its summary.
+
+    An existing complete corpus with the same settings is kept as it is (summary returned); a folder holding
+    anything else is refused unless ``overwrite``.
+    """
+    out = config.output_dir
+    summary_path = os.path.join(out, "corpus.json")
+    if os.path.exists(summary_path) and not overwrite:
+        with open(summary_path, encoding="utf-8") as handle:
+            summary = json.load(handle)
+        if summary.get("settings") == config.content_settings():
+            log(f"corpus already built in {out}")
+            return summary
+        raise DataError(f"{out} holds a corpus built with other settings; use another folder or --overwrite")
+    if os.path.isdir(out) and os.listdir(out) and not overwrite and not os.path.exists(summary_path):
+        raise DataError(f"{out} is not empty and holds no corpus.json; use an empty folder or --overwrite")
+    plan = make_plan(config)
+    voices = split_voices(config)
+    check_engines([voice_by_name(v) for v in sorted({p.voice for p in plan})])
+    os.makedirs(out, exist_ok=True)
+    start = time.perf_counter()
+    tasks = [(out, chunk) for chunk in _chunks(plan, config.chunk_size)]
+    lengths: dict = {}
+    if config.num_workers > 1 and len(tasks) > 1:
+        context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods()
+                                              else "spawn")
+        with context.Pool(config.num_workers) as pool:
+            for results in pool.imap_unordered(_run_chunk, tasks):
+                lengths.update(results)
+    else:
+        for task in tasks:
+            lengths.update(_run_chunk(task))
+    counts, hours = {}, {}
+    for split in SPLITS:
+        manifest = {}
+        for item in plan:
+            if item.split == split:
+                manifest[item.id] = {"wav": f"$data_root/{item.relative_path}",
+                                     "duration": round(lengths[item.id] / SAMPLE_RATE, 4),
+                                     "spk": item.voice, "text": item.text}
+        _write_json(os.path.join(out, f"{split}.json"), manifest)
+        counts[split] = len(manifest)
+        hours[split] = round(sum(v["duration"] for v in manifest.values()) / 3600.0, 4)
+    summary = {"settings": config.content_settings(), "voices": voices, "utterances": counts, "hours": hours,
+               "sentences": {s: len({p.text for p in plan if p.split == s}) for s in SPLITS},
+               "checksum": _content_checksum(plan)}
+    _write_json(summary_path, summary)
+    elapsed = time.perf_counter() - start
+    log(f"corpus: {sum(counts.values())} utterances ({sum(hours.values()):.2f} h) in {out} "
+        f"[train {counts['train']}, valid {counts['valid']}, test {counts['test']}] in {elapsed:.1f} s")
+    return summary
+
+
+def _content_checksum(plan: list) -> int:
+    """CRC of the plan: two corpora with the same checksum were planned identically."""
+    text = "\n".join(f"{p.id}|{p.text}|{p.stretch}|{p.warp}|{p.loudness_dbfs}|{p.seed}" for p in plan)
+    return zlib.crc32(text.encode("utf-8"))

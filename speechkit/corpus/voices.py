@@ -1,0 +1,134 @@
+"""The synthetic voices of the built-in corpus and the engines that speak them.
+
+A *speaker* is one recorded person behind a synthesizer (flite's ``rms``, festival's ``ked``...). A *voice*
+is a speaker plus a fixed vocal-tract warp: resampling the synthesized audio by a factor moves pitch and
+formants together, as a shorter or longer vocal tract would. Splits hold out whole voices, and by default
+the test split holds out a whole speaker.
+
+Engines run as separate programs (flite: one process per utterance; festival: one process per batch of
+utterances), which keeps synthesis free of hidden state: the same text and settings give the same samples.
+
+Example:
+    >>> [v.name for v in VOICES if v.speaker == "kal"]
+    ['kal', 'kal-lo', 'kal-hi']
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from typing import Optional, Sequence
+
+import numpy as np
+import soundfile
+
+from speechkit.errors import DataError
+
+SAMPLE_RATE = 16000
+
+#: engine name -> (program, Debian package that provides it)
+ENGINE_PROGRAMS = {"flite": ("flite", "flite"), "festival": ("festival", "festival festvox-kdlpc16k")}
+
+
+@dataclass(frozen=True)
+class Voice:
+    """One voice: an engine's speaker, a fixed warp factor (>1: higher pitch and formants), a sex label."""
+
+    name: str
+    speaker: str
+    engine: str
+    engine_voice: str
+    warp: float
+    sex: str
+
+
+def _variants(speaker: str, engine: str, engine_voice: str, sex: str, low: float, high: float) -> list:
+    return [Voice(speaker, speaker, engine, engine_voice, 1.0, sex),
+            Voice(f"{speaker}-lo", speaker, engine, engine_voice, low, sex),
+            Voice(f"{speaker}-hi", speaker, engine, engine_voice, high, sex)]
+
+
+#: Five speakers x three warps. flite ``kal16`` and festival ``kal_diphone`` are one person: only kal16 is used.
+VOICES: tuple = tuple(
+    _variants("rms", "flite", "rms", "m", 0.93, 1.09)
+    + _variants("slt", "flite", "slt", "f", 0.94, 1.07)
+    + _variants("awb", "flite", "awb", "m", 0.93, 1.08)
+    + _variants("ked", "festival", "ked_diphone", "m", 0.93, 1.09)
+    + _variants("kal", "flite", "kal16", "m", 0.94, 1.08)
+)
+
+#: Default split of voices: test holds out a whole speaker; valid holds out one warp of each other speaker.
+DEFAULT_TEST_VOICES = ("kal", "kal-lo", "kal-hi")
+DEFAULT_VALID_VOICES = ("rms-hi", "slt-lo", "awb-hi", "ked-lo")
+
+
+def voice_by_name(name: str) -> Voice:
+    for voice in VOICES:
+        if voice.name == name:
+            return voice
+    raise DataError(f"unknown corpus voice {name!r}; known voices: {', '.join(v.name for v in VOICES)}")
+
+
+def check_engines(voices: Sequence[Voice]) -> None:
+    """Raise DataError naming the missing program and its Debian package if a voice's engine is absent."""
+    for engine in sorted({v.engine for v in voices}):
+        program, package = ENGINE_PROGRAMS[engine]
+        if shutil.which(program) is None:
+            users = ", ".join(v.name for v in voices if v.engine == engine)
+            raise DataError(f"voices {users} need the {engine!r} program, which is not installed "
+                            f"(Debian: apt-get install {package}); or choose other voices with --voices")
+
+
+def _read_wav(path: str, what: str) -> np.ndarray:
+    wave, rate = soundfile.read(path, dtype="float32")
+    if rate != SAMPLE_RATE:
+        raise DataError(f"{what} gave {rate} Hz audio, expected {SAMPLE_RATE} Hz")
+    return wave if wave.ndim == 1 else wave[:, 0]
+
+
+def synthesize_flite(text: str, voice: Voice, stretch: float, workdir: str) -> np.ndarray:
+    """One utterance with flite; ``stretch`` > 1 speaks slower. Returns (time,) float32 at 16 kHz."""
+    path = os.path.join(workdir, "flite.wav")
+    command = ["flite", "-voice", voice.engine_voice, "--setf", f"duration_stretch={stretch:.4f}",
+               "-t", text.lower(), "-o", path]
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode != 0 or not os.path.exists(path):
+        raise DataError(f"flite failed for voice {voice.name!r} on {text!r}: {done.stderr.strip()}")
+    wave = _read_wav(path, f"flite voice {voice.engine_voice}")
+    os.remove(path)
+    return wave
+
+
+def synthesize_festival(items: Sequence[tuple], voice: Voice, workdir: str) -> list:
+    """Many utterances in one festival process. ``items``: (text, stretch) pairs; returns one array each."""
+    lines = [f"(voice_{voice.engine_voice})"]
+    paths = []
+    for index, (text, stretch) in enumerate(items):
+        path = os.path.join(workdir, f"festival_{index}.wav")
+        paths.append(path)
+        lines.append(f"(Parameter.set 'Duration_Stretch {stretch:.4f})")
+        lines.append(f'(utt.save.wave (SynthText "{text.lower()}") "{path}" \'riff)')
+    script = os.path.join(workdir, "batch.scm")
+    with open(script, "w", encoding="utf-8") as handle:
+        handle.write("\n".join(lines) + "\n")
+    done = subprocess.run(["festival", "-b", script], capture_output=True, text=True)
+    missing = [p for p in paths if not os.path.exists(p)]
+    if done.returncode != 0 or missing:
+        raise DataError(f"festival failed for voice {voice.name!r} ({len(missing)} of {len(paths)} "
+                        f"utterances missing): {done.stderr.strip()[-500:]}")
+    waves = [_read_wav(p, f"festival voice {voice.engine_voice}") for p in paths]
+    for path in paths:
+        os.remove(path)
+    return waves
+
+
+def synthesize_many(items: Sequence[tuple], voice: Voice, workdir: Optional[str] = None) -> list:
+    """Speak ``items`` ((text, stretch) pairs) with ``voice``; one float32 (time,) array per item."""
+    with tempfile.TemporaryDirectory(dir=workdir) as scratch:
+        if voice.engine == "festival":
+            return synthesize_festival(items, voice, scratch)
+        if voice.engine == "flite":
+            return [synthesize_flite(text, voice, stretch, scratch) for text, stretch in items]
+    raise DataError(f"voice {voice.name!r} names an unknown engine {voice.engine!r}")

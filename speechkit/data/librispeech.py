@@ -1,0 +1,165 @@
+"""Manifests for a corpus in the LibriSpeech layout; also the ``speechkit prepare-librispeech`` command.
+
+Layout::
+
+    DATA/train-clean-100/<speaker>/<chapter>/<speaker>-<chapter>-<utt>.flac
+    DATA/train-clean-100/<speaker>/<chapter>/<speaker>-<chapter>.trans.txt   # "<utt id> WORDS ..." per line
+
+Every split becomes ``SAVE/<split>.json``: ``{id: {"wav", "duration", "spk", "chapter", "text"}}``, the same
+fields as the built-in corpus, so recipes read either. Durations come from FLAC headers.
+
+Example::
+
+    speechkit prepare-librispeech /corpora/LibriSpeech --dest manifests --splits train-clean-100 dev-clean
+
+or, in a recipe (once, on the main process)::
+
+    prepare_librispeech("/corpora/LibriSpeech", "manifests", ["dev-clean"], placeholder="data_root")
+"""
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Sequence
+from typing import Optional
+
+from speechkit.data.manifest import read_durations, write_json_manifest
+from speechkit.errors import ManifestError
+
+TRANSCRIPT_SUFFIX = ".trans.txt"
+
+
+def find_splits(data_folder: str) -> list:
+    """The sub-folders of ``data_folder`` that hold at least one ``*.trans.txt`` two levels down."""
+    splits = []
+    for name in sorted(os.listdir(data_folder)):
+        split_folder = os.path.join(data_folder, name)
+        if os.path.isdir(split_folder) and _transcripts(split_folder):
+            splits.append(name)
+    return splits
+
+
+def _transcripts(split_folder: str) -> list:
+    found = []
+    for speaker in sorted(os.listdir(split_folder)):
+        speaker_folder = os.path.join(split_folder, speaker)
+        if not os.path.isdir(speaker_folder):
+            continue
+        for chapter in sorted(os.listdir(speaker_folder)):
+            chapter_folder = os.path.join(speaker_folder, chapter)
+            if not os.path.isdir(chapter_folder):
+                continue
+            found.extend(os.path.join(chapter_folder, name) for name in sorted(os.listdir(chapter_folder))
+                         if name.endswith(TRANSCRIPT_SUFFIX))
+    return found
+
+
+def read_split(split_folder: str, *, ext: str = "flac") -> dict:
+    """Rows ``{id: {"wav": absolute path, "spk", "chapter", "text"}}`` of one split (no durations yet).
+
+    Raises:
+        ManifestError: a malformed transcript line, an id given twice, a transcript line whose audio file is
+            missing, or an audio file without a transcript line (each names the file and line).
+    """
+    rows: dict = {}
+    origin: dict = {}
+    transcripts = _transcripts(split_folder)
+    if not transcripts:
+        raise ManifestError(f"no <speaker>/<chapter>/*{TRANSCRIPT_SUFFIX} files under {split_folder}")
+    suffix = "." + ext.lstrip(".")
+    for transcript in transcripts:
+        chapter_folder = os.path.dirname(transcript)
+        chapter = os.path.basename(chapter_folder)
+        speaker = os.path.basename(os.path.dirname(chapter_folder))
+        with open(transcript, encoding="utf-8") as handle:
+            for line_number, line in enumerate(handle, start=1):
+                line = line.strip()
+                if not line:
+                    continue
+                parts = line.split(maxsplit=1)
+                if len(parts) != 2:
+                    raise ManifestError(f"{transcript}, line {line_number}: expected '<utterance id> "
+                                        f"<words>', got {line!r}")
+                data_id, text = parts
+                where = f"{transcript}, line {line_number}"
+                if data_id in rows:
+                    raise ManifestError(f"{where}: duplicate id {data_id!r} (first in {origin[data_id]})")
+                wav = os.path.join(chapter_folder, data_id + suffix)
+                if not os.path.isfile(wav):
+                    raise ManifestError(f"{where}: id {data_id!r} has no audio file {wav}")
+                rows[data_id] = {"wav": wav, "spk": speaker, "chapter": chapter, "text": text}
+                origin[data_id] = where
+        for name in sorted(os.listdir(chapter_folder)):
+            if name.endswith(suffix) and name[: -len(suffix)] not in rows:
+                raise ManifestError(f"{os.path.join(chapter_folder, name)} has no line in {transcript}")
+    return rows
+
+
+def prepare_librispeech(data_folder: str, save_folder: str, splits: Optional[Sequence[str]] = None, *,
+                        placeholder: Optional[str] = None, num_workers: int = 1, ext: str = "flac",
+                        skip_if_exists: bool = True) -> dict:
+    """Write ``save_folder/<split>.json`` for each split of a LibriSpeech-layout ``data_folder``.
+
+    Arguments:
+        splits: split folder names (default: every folder that has transcripts).
+        placeholder: write ``$placeholder/<split>/...`` paths (load with ``replacements={placeholder:
+            data_folder}``) instead of absolute ones.
+        num_workers: processes reading durations from file headers.
+        skip_if_exists: leave manifests that already exist untouched (so recipes can call this every run).
+
+    Returns:
+        ``{split: manifest path}``.
+    """
+    data_folder = os.path.abspath(data_folder)
+    if not os.path.isdir(data_folder):
+        raise ManifestError(f"LibriSpeech folder not found: {data_folder}")
+    available = find_splits(data_folder)
+    splits = list(splits) if splits else available
+    if not splits:
+        raise ManifestError(f"{data_folder} holds no split with <speaker>/<chapter>/*{TRANSCRIPT_SUFFIX} "
+                            "files")
+    written: dict = {}
+    for split in splits:
+        destination = os.path.join(save_folder, f"{split}.json")
+        written[split] = destination
+        if skip_if_exists and os.path.isfile(destination):
+            continue
+        split_folder = os.path.join(data_folder, split)
+        if not os.path.isdir(split_folder):
+            raise ManifestError(f"split {split!r} not found in {data_folder} (found: {', '.join(available)})")
+        rows = read_split(split_folder, ext=ext)
+        durations = read_durations((row["wav"] for row in rows.values()), num_workers=num_workers)
+        manifest = {}
+        for data_id, row in rows.items():
+            wav = row["wav"]
+            if placeholder:
+                wav = f"${placeholder}/" + os.path.relpath(wav, data_folder).replace(os.sep, "/")
+            duration = round(durations[row["wav"]][0], 6)
+            manifest[data_id] = {"wav": wav, "duration": duration, "spk": row["spk"],
+                                 "chapter": row["chapter"], "text": row["text"]}
+        write_json_manifest(manifest, destination)
+    return written
+
+
+# -- command line -----------------------------------------------------------------------------------------
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("data_folder", metavar="DIR",
+                        help="the LibriSpeech folder (holding train-clean-100, ...)")
+    parser.add_argument("--dest", required=True, help="folder for the <split>.json manifests")
+    parser.add_argument("--splits", nargs="+", default=None, help="splits to prepare (default: all found)")
+    parser.add_argument("--placeholder", default=None, metavar="NAME",
+                        help="write paths as $NAME/... instead of absolute paths")
+    parser.add_argument("--workers", type=int, default=min(8, os.cpu_count() or 1),
+                        help="processes reading durations (default: up to 8)")
+    parser.add_argument("--ext", default="flac", help="audio extension (default: flac)")
+    parser.add_argument("--force", action="store_true", help="rewrite manifests that already exist")
+
+
+def run(args: argparse.Namespace) -> int:
+    written = prepare_librispeech(args.data_folder, args.dest, args.splits, placeholder=args.placeholder,
+                                  num_workers=args.workers, ext=args.ext, skip_if_exists=not args.force)
+    for split, path in written.items():
+        print(f"{split}: {path}")
+    return 0

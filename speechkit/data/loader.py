@@ -1,0 +1,220 @@
+"""make_dataloader: a resumable, shardable loader built from a dataset and the YAML loader options.
+
+The loader wraps ``torch.utils.data.DataLoader`` with one of the batch samplers of
+:mod:`speechkit.data.samplers` and keeps count of the batches it has handed out, so its ``state_dict()`` is
+the position the training loop has reached, not the position the worker processes have prefetched to.
+
+Example:
+    >>> from speechkit.data.dataset import DynamicItemDataset
+    >>> dataset = DynamicItemDataset({f"u{i}": {"duration": 1.0 + i} for i in range(6)})
+    >>> loader = make_dataloader(dataset, "train", batch_size=2, seed=1, collate_fn=list)
+    >>> loader.set_epoch(1)
+    >>> len(loader), sum(len(batch) for batch in loader)
+    (3, 6)
+"""
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator, Mapping
+from typing import Any, Callable, Optional, Union
+
+import numpy as np
+import torch.utils.data
+
+from speechkit.data.samplers import DynamicBatchSampler, EvalBatchSampler, FixedBatchSampler
+from speechkit.errors import DataError
+from speechkit.stage import Stage
+
+#: Loader options a YAML file may set, with their defaults (``shuffle`` defaults to True for training only).
+LOADER_OPTIONS = {
+    "batch_size": 1,
+    "shuffle": None,
+    "sort": None,
+    "length_key": "duration",
+    "dynamic_batching": None,
+    "num_workers": 0,
+    "prefetch_factor": None,
+    "pin_memory": False,
+    "collate_fn": None,
+    "drop_last": False,
+    "timeout": 0,
+}
+
+#: Keys of ``dynamic_batching`` an evaluation loader uses (the others only shape training batches).
+EVAL_DYNAMIC_KEYS = ("max_batch_length", "max_batch_size", "length_cost")
+DYNAMIC_KEYS = ("max_batch_length", "num_buckets", "bucket_boundaries", "shuffle", "batch_ordering",
+                "max_batch_size", "seed", "drop_last", "length_cost", "pool_batches")
+
+
+class SpeechLoader:
+    """A batch iterator over ``dataset`` that knows its epoch, its position and its padding.
+
+    Built by :func:`make_dataloader`; use it like a ``DataLoader``. ``len(loader)`` is the number of batches
+    this rank yields in the current pass (fewer after resuming mid-epoch).
+    """
+
+    def __init__(self, dataset: Any, batch_sampler: Any, *, collate_fn: Callable, num_workers: int = 0,
+                 prefetch_factor: Optional[int] = None, pin_memory: bool = False, timeout: float = 0,
+                 seed: int = 0, rank: int = 0, stage: Stage = Stage.TRAIN):
+        self.dataset = dataset
+        self.batch_sampler = batch_sampler
+        self.collate_fn = collate_fn
+        self.num_workers = num_workers
+        self.prefetch_factor = prefetch_factor
+        self.pin_memory = pin_memory
+        self.timeout = timeout
+        self.seed = seed
+        self.rank = rank
+        self.stage = stage
+        self._start: Optional[int] = None  # position of the sampler when the running pass began
+        self._received = 0  # batches handed to the caller in the running pass
+
+    @property
+    def epoch(self) -> int:
+        return self.batch_sampler.epoch
+
+    def set_epoch(self, epoch: int) -> None:
+        """Use the shuffling of ``epoch``; call it before each pass (a resume position of another epoch is
+        dropped)."""
+        if int(epoch) != self.batch_sampler.epoch:
+            self._start = None
+        self.batch_sampler.set_epoch(epoch)
+
+    def __len__(self) -> int:
+        return len(self.batch_sampler)
+
+    def __iter__(self) -> Iterator[Any]:
+        generator = torch.Generator()
+        # Worker seeds depend on (seed, epoch, rank): augmentation noise is reproducible and differs per rank.
+        entropy = np.random.SeedSequence([self.seed, self.epoch, self.rank]).generate_state(1)[0]
+        generator.manual_seed(int(entropy))
+        workers = self.num_workers
+        # The pass's batches are fixed up front: DataLoader may call iter() on its batch sampler twice, and
+        # the position is counted here, from the batches actually handed out.
+        batches = self.batch_sampler.begin_pass()
+        self._start = self.batch_sampler.pass_start
+        self._received = 0
+        loader = torch.utils.data.DataLoader(
+            self.dataset, batch_sampler=batches, collate_fn=self.collate_fn, num_workers=workers,
+            prefetch_factor=self.prefetch_factor if workers > 0 else None, pin_memory=self.pin_memory,
+            timeout=self.timeout if workers > 0 else 0, worker_init_fn=seed_worker if workers > 0 else None,
+            generator=generator)
+        return self._count(iter(loader))
+
+    def _count(self, iterator: Iterator[Any]) -> Iterator[Any]:
+        for batch in iterator:
+            self._received += 1
+            yield batch
+
+    def state_dict(self) -> dict:
+        """The position reached by the caller (not by prefetching workers): load it to yield what is left."""
+        if self._start is None:
+            return self.batch_sampler.state_dict()
+        return self.batch_sampler.state_at(self._start + self._received)
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self._start = None
+        self.batch_sampler.load_state_dict(dict(state))
+
+    def stats(self) -> dict:
+        """This rank's epoch plan: batches, items, padding efficiency (real / padded length), and the batches
+        handed out in the running pass."""
+        return {**self.batch_sampler.stats(), "batches_yielded": self._received, "stage": self.stage.value}
+
+
+def make_dataloader(dataset: Any, stage: Union[Stage, str], *, rank: int = 0, world_size: int = 1,
+                    seed: int = 0, **opts: Any) -> SpeechLoader:
+    """Build the loader of one stage from YAML-style options.
+
+    Arguments:
+        dataset: a map-style dataset; ``dataset.lengths(length_key)`` gives the item lengths when sorting,
+            dynamic batching or padding statistics need them.
+        stage: ``Stage`` or ``"train"`` / ``"valid"`` / ``"test"``. Training: every rank yields the same
+            number of batches. Evaluation: disjoint shards, nothing repeated or dropped.
+        rank, world_size: this process's place among the data-parallel processes.
+        seed: the shuffling seed (combined with the epoch, see ``set_epoch``).
+        opts: ``batch_size`` (1), ``shuffle`` (True for training), ``sort`` (``"ascending"``,
+            ``"descending"`` or None), ``length_key`` (``"duration"``), ``dynamic_batching`` (a dict of
+            :class:`~speechkit.data.samplers.DynamicBatchSampler` arguments, e.g. ``{max_batch_length: 200,
+            num_buckets: 40}``, or None), ``num_workers`` (0), ``prefetch_factor``, ``pin_memory``,
+            ``collate_fn`` (default :class:`~speechkit.data.batch.PaddedBatch`), ``drop_last``, ``timeout``.
+
+    Raises:
+        DataError: an unknown option or a bad value (the option is named).
+    """
+    try:
+        stage = Stage.of(stage)
+    except ValueError:
+        raise DataError(f"make_dataloader: unknown stage {stage!r} (use 'train', 'valid' or 'test')"
+                        ) from None
+    unknown = sorted(set(opts) - set(LOADER_OPTIONS))
+    if unknown:
+        raise DataError(f"unknown loader option(s) {unknown} for the {stage.value} loader; known: "
+                        f"{sorted(LOADER_OPTIONS)}")
+    options = {**LOADER_OPTIONS, **opts}
+    num_workers = options["num_workers"]
+    if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 0:
+        raise DataError(f"loader option num_workers must be an int >= 0, got {num_workers!r}")
+    sampler = _batch_sampler(dataset, stage, options, rank, world_size, seed)
+    collate_fn = options["collate_fn"]
+    if collate_fn is None:
+        from speechkit.data.batch import PaddedBatch
+
+        collate_fn = PaddedBatch
+    return SpeechLoader(dataset, sampler, collate_fn=collate_fn, num_workers=num_workers,
+                        prefetch_factor=options["prefetch_factor"], pin_memory=bool(options["pin_memory"]),
+                        timeout=options["timeout"], seed=seed, rank=rank, stage=stage)
+
+
+def _batch_sampler(dataset: Any, stage: Stage, options: dict, rank: int, world_size: int, seed: int) -> Any:
+    dynamic = options["dynamic_batching"]
+    if dynamic is not None and not isinstance(dynamic, Mapping):
+        raise DataError(f"loader option dynamic_batching must be a dict of DynamicBatchSampler arguments or "
+                        f"null, got {dynamic!r}")
+    dynamic = dict(dynamic or {})
+    unknown = sorted(set(dynamic) - set(DYNAMIC_KEYS))
+    if unknown:
+        raise DataError(f"unknown dynamic_batching option(s) {unknown}; known: {list(DYNAMIC_KEYS)}")
+    if dynamic and "max_batch_length" not in dynamic:
+        raise DataError("dynamic_batching needs max_batch_length (the padded length budget of a batch)")
+    sort = options["sort"]
+    length_key = options["length_key"]
+    needs_lengths = bool(dynamic) or sort is not None
+    lengths = _lengths(dataset, length_key, required=needs_lengths)
+    num_items = len(dataset)
+    if stage is Stage.TRAIN:
+        if dynamic:
+            arguments = {"shuffle": True if options["shuffle"] is None else bool(options["shuffle"]),
+                         "drop_last": bool(options["drop_last"]), "seed": seed, **dynamic}
+            return DynamicBatchSampler(lengths, rank=rank, world_size=world_size, **arguments)
+        shuffle = True if options["shuffle"] is None else bool(options["shuffle"])
+        return FixedBatchSampler(num_items, options["batch_size"], shuffle=shuffle, sort=sort,
+                                 lengths=lengths, seed=seed, drop_last=bool(options["drop_last"]), rank=rank,
+                                 world_size=world_size)
+    eval_dynamic = {key: dynamic[key] for key in EVAL_DYNAMIC_KEYS if key in dynamic}
+    return EvalBatchSampler(num_items, options["batch_size"], lengths=lengths, sort=sort, rank=rank,
+                            world_size=world_size, **eval_dynamic)
+
+
+def _lengths(dataset: Any, key: str, required: bool) -> Optional[list]:
+    """Item lengths from ``dataset.lengths(key)``; without ``required`` they only feed the statistics, so a
+    dataset that cannot give them yields None."""
+    measure = getattr(dataset, "lengths", None)
+    if measure is None:
+        if required:
+            raise DataError(f"sorting and dynamic batching need dataset.lengths({key!r}); "
+                            f"{type(dataset).__name__} has no lengths method")
+        return None
+    if required:
+        return list(measure(key))
+    try:
+        return list(measure(key))
+    except (DataError, KeyError):
+        return None
+
+
+def seed_worker(worker_id: int) -> None:
+    """Seed Python's and numpy's generators in a loader worker from the seed torch gave it."""
+    worker_seed = torch.initial_seed() % 2**32
+    random.seed(worker_seed)
+    np.random.seed(worker_seed)

@@ -1,0 +1,165 @@
+"""Band-limited resampling on torch: a windowed-sinc filter applied in polyphase form.
+
+Rates are reduced by their greatest common divisor to ``orig -> new``. Output sample ``n`` lies at input time
+``n * orig / new``; it is the input convolved with a low-pass sinc (cut-off at the lower of the two Nyquist
+frequencies, times ``rolloff``) tapered by a Hann or Kaiser window spanning ``lowpass_filter_width`` zero
+crossings on each side. The ``new`` output phases each have their own filter, so one strided ``conv1d`` with
+``new`` output channels computes every output sample exactly once.
+
+torchaudio's implementation is used only when it is installed and ``backend="torchaudio"`` is asked for.
+
+Example:
+    >>> wave = torch.sin(2 * math.pi * 440 * torch.arange(16000) / 16000)
+    >>> resample(wave, 16000, 8000).shape
+    torch.Size([8000])
+"""
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+import torch
+import torch.nn.functional as F
+
+from speechkit.errors import DataError
+
+
+def _as_rate(value: float, name: str) -> int:
+    if isinstance(value, bool) or float(value) != int(value) or int(value) <= 0:
+        raise DataError(f"{name} must be a positive whole number of Hz, got {value!r}")
+    return int(value)
+
+
+def sinc_resample_kernel(orig_freq: int, new_freq: int, *, lowpass_filter_width: int = 6,
+                         rolloff: float = 0.99, window: str = "hann", beta: Optional[float] = None,
+                         dtype: torch.dtype = torch.float32, device: Optional[torch.device] = None) -> tuple:
+    """The polyphase filter bank for ``orig_freq -> new_freq``.
+
+    Returns:
+        ``(kernel, padding)``: kernel of shape (new, 1, orig + 2 * padding) for rates reduced by their gcd,
+        and the number of input samples of context on each side.
+    """
+    orig_freq, new_freq = _as_rate(orig_freq, "orig_freq"), _as_rate(new_freq, "new_freq")
+    if lowpass_filter_width < 1:
+        raise DataError(f"lowpass_filter_width must be >= 1, got {lowpass_filter_width}")
+    if not 0.0 < rolloff <= 1.0:
+        raise DataError(f"rolloff must be in (0, 1], got {rolloff}")
+    divisor = math.gcd(orig_freq, new_freq)
+    orig, new = orig_freq // divisor, new_freq // divisor
+    # Cut-off as a fraction of the input sample rate's Nyquist frequency.
+    cutoff = min(orig, new) * rolloff / orig
+    half_width = lowpass_filter_width / cutoff  # in input samples
+    padding = math.ceil(half_width)
+
+    phases = torch.arange(new, dtype=torch.float64, device=device).unsqueeze(1) * orig / new  # (new, 1)
+    taps = torch.arange(-padding, orig + padding, dtype=torch.float64, device=device).unsqueeze(0)
+    offsets = phases - taps  # (new, orig + 2 * padding): output time minus input time, in input samples
+    relative = (offsets / half_width).clamp(-1.0, 1.0)
+    if window == "hann":
+        taper = torch.cos(relative * math.pi / 2) ** 2
+    elif window == "kaiser":
+        beta = 14.769656459379492 if beta is None else float(beta)
+        taper = torch.special.i0(beta * torch.sqrt(1 - relative**2)) / torch.special.i0(torch.tensor(beta))
+    else:
+        raise DataError(f"window must be 'hann' or 'kaiser', got {window!r}")
+    taper = torch.where(offsets.abs() <= half_width, taper, torch.zeros_like(taper))
+    kernel = cutoff * torch.sinc(cutoff * offsets) * taper
+    return kernel.to(dtype).unsqueeze(1), padding
+
+
+def _apply_kernel(waveform: torch.Tensor, kernel: torch.Tensor, padding: int, orig: int,
+                  new: int) -> torch.Tensor:
+    """Resample along the last dimension of ``waveform`` (..., time) with a kernel from
+    :func:`sinc_resample_kernel`."""
+    shape = waveform.shape
+    length = shape[-1]
+    flat = waveform.reshape(-1, 1, length)
+    flat = F.pad(flat, (padding, padding + orig))
+    phases = F.conv1d(flat, kernel, stride=orig)  # (batch, new, frames)
+    interleaved = phases.transpose(1, 2).reshape(flat.shape[0], -1)
+    target = math.ceil(new * length / orig)
+    return interleaved[:, :target].reshape(*shape[:-1], target)
+
+
+def resample(waveform: torch.Tensor, orig_freq: int, new_freq: int, *, dim: int = -1,
+             lowpass_filter_width: int = 6, rolloff: float = 0.99, window: str = "hann",
+             beta: Optional[float] = None, backend: str = "torch") -> torch.Tensor:
+    """Resample ``waveform`` along ``dim`` (time) from ``orig_freq`` to ``new_freq`` Hz.
+
+    Arguments:
+        waveform: float tensor of any shape; ``dim`` is time. Other dtypes are converted to float32.
+        lowpass_filter_width: zero crossings of the sinc on each side (larger: sharper, slower).
+        rolloff: cut-off as a fraction of the lower Nyquist frequency (below 1 to limit aliasing).
+        window: ``"hann"`` or ``"kaiser"`` (``beta`` sets its shape).
+        backend: ``"torch"`` (this module) or ``"torchaudio"`` (only if installed).
+
+    Returns:
+        Tensor with ``ceil(time * new_freq / orig_freq)`` samples along ``dim``.
+    """
+    orig_freq, new_freq = _as_rate(orig_freq, "orig_freq"), _as_rate(new_freq, "new_freq")
+    if not waveform.is_floating_point():
+        waveform = waveform.float()
+    if orig_freq == new_freq:
+        return waveform
+    moved = waveform.movedim(dim, -1)
+    if backend == "torchaudio":
+        resampled = _torchaudio_resample(moved, orig_freq, new_freq, lowpass_filter_width, rolloff, window,
+                                         beta)
+    elif backend == "torch":
+        divisor = math.gcd(orig_freq, new_freq)
+        kernel, padding = sinc_resample_kernel(orig_freq, new_freq, lowpass_filter_width=lowpass_filter_width,
+                                               rolloff=rolloff, window=window, beta=beta,
+                                               dtype=waveform.dtype, device=waveform.device)
+        resampled = _apply_kernel(moved, kernel, padding, orig_freq // divisor, new_freq // divisor)
+    else:
+        raise DataError(f"resampling backend must be 'torch' or 'torchaudio', got {backend!r}")
+    return resampled.movedim(-1, dim)
+
+
+def _torchaudio_resample(waveform: torch.Tensor, orig_freq: int, new_freq: int, lowpass_filter_width: int,
+                         rolloff: float, window: str, beta: Optional[float]) -> torch.Tensor:
+    try:
+        import torchaudio.functional
+    except ImportError:
+        raise DataError("backend='torchaudio' was asked for but torchaudio is not installed (pip install "
+                        "torchaudio, or use backend='torch')") from None
+    method = {"hann": "sinc_interp_hann", "kaiser": "sinc_interp_kaiser"}.get(window)
+    if method is None:
+        raise DataError(f"window must be 'hann' or 'kaiser', got {window!r}")
+    options = {"beta": beta} if beta is not None else {}
+    return torchaudio.functional.resample(waveform, orig_freq, new_freq,
+                                          lowpass_filter_width=lowpass_filter_width, rolloff=rolloff,
+                                          resampling_method=method, **options)
+
+
+class Resample(torch.nn.Module):
+    """Resampling as a module: the filter bank is built once and moves with ``.to(device)``.
+
+    Input (..., time) -> output (..., ceil(time * new_freq / orig_freq)).
+
+    Example:
+        >>> to_16k = Resample(44100, 16000)
+        >>> to_16k(torch.zeros(2, 44100)).shape
+        torch.Size([2, 16000])
+    """
+
+    def __init__(self, orig_freq: int, new_freq: int, *, lowpass_filter_width: int = 6, rolloff: float = 0.99,
+                 window: str = "hann", beta: Optional[float] = None):
+        super().__init__()
+        self.orig_freq, self.new_freq = _as_rate(orig_freq, "orig_freq"), _as_rate(new_freq, "new_freq")
+        divisor = math.gcd(self.orig_freq, self.new_freq)
+        self._orig, self._new = self.orig_freq // divisor, self.new_freq // divisor
+        kernel, self.padding = sinc_resample_kernel(self.orig_freq, self.new_freq,
+                                                    lowpass_filter_width=lowpass_filter_width,
+                                                    rolloff=rolloff, window=window, beta=beta)
+        self.register_buffer("kernel", kernel, persistent=False)
+
+    def forward(self, waveform: torch.Tensor) -> torch.Tensor:
+        if self.orig_freq == self.new_freq:
+            return waveform
+        if not waveform.is_floating_point():
+            waveform = waveform.float()
+        return _apply_kernel(waveform, self.kernel.to(waveform.dtype), self.padding, self._orig, self._new)
+
+    def extra_repr(self) -> str:
+        return f"orig_freq={self.orig_freq}, new_freq={self.new_freq}"

@@ -1,0 +1,573 @@
+"""Batch samplers: which dataset indices form each batch, on which rank, in which order; resumable.
+
+* :class:`FixedBatchSampler`: training, a fixed batch size, shuffled per (seed, epoch) or sorted by length.
+* :class:`DynamicBatchSampler`: training with batches capped by padded length, drawn from length buckets.
+* :class:`EvalBatchSampler`: validation/test; each rank gets a disjoint shard, nothing repeated or dropped.
+
+Samplers take ``rank`` and ``world_size`` as plain arguments. Training samplers plan the epoch globally
+(every rank computes the same plan) and deal it in *steps* of one batch per rank, so every rank yields the
+same number of batches (see :mod:`speechkit.data.sharding` for how the tail is handled).
+
+Resuming: ``state_dict()`` records the epoch and the set of items the whole job has consumed so far (a
+bitmap, independent of the world size), plus how the running plan was made. ``load_state_dict`` continues the
+very same plan when the world size and options are unchanged (the remaining batches are exactly those an
+uninterrupted run would have yielded); otherwise it plans the items not yet consumed for the new world size,
+so a job stopped on 4 ranks and resumed on 2 or 8 still sees every item of the epoch exactly once.
+
+Example:
+    >>> sampler = DynamicBatchSampler([1.5, 3.0, 2.2, 9.1, 4.4], max_batch_length=10.0, seed=3)
+    >>> sampler.set_epoch(1)
+    >>> batches = list(sampler)
+    >>> sorted(i for batch in batches for i in batch)
+    [0, 1, 2, 3, 4]
+"""
+from __future__ import annotations
+
+import base64
+import logging
+import zlib
+from collections.abc import Iterator, Sequence
+from typing import Optional
+
+import numpy as np
+
+from speechkit.data import buckets
+from speechkit.data.sharding import Step, check_rank, deal_buckets, deal_fixed, shard_round_robin
+from speechkit.errors import DataError
+
+logger = logging.getLogger(__name__)
+
+STATE_VERSION = 1
+BATCH_ORDERINGS = ("random", "ascending", "descending")
+SORTS = (None, "ascending", "descending")
+
+
+class _Iteration:
+    """One pass over a plan: the items consumed before it (``origin``), its steps, and the steps done."""
+
+    def __init__(self, origin: Optional[np.ndarray], steps: list, position: int):
+        self.origin, self.steps, self.position = origin, steps, position
+        self.start = position
+
+
+class _PlannedSampler:
+    """Epochs, iteration and resumable state shared by the training samplers.
+
+    A subclass defines ``_plan(remaining)`` (the steps over the items not yet consumed, a bool mask or None
+    for all) and ``_plan_options()`` (what besides world size and seed makes a plan).
+    """
+
+    def __init__(self, num_items: int, seed: int, rank: int, world_size: int,
+                 lengths: Optional[np.ndarray] = None):
+        check_rank(rank, world_size)
+        self.num_items = int(num_items)
+        self.seed = int(seed)
+        self.rank = rank
+        self.world_size = world_size
+        self.lengths = lengths
+        self.epoch = 0
+        # (origin mask or None, steps already done), set by load_state_dict for the next pass
+        self._pending: Optional[tuple] = None
+        self._active: Optional[_Iteration] = None
+        self._plans: dict = {}
+
+    # -- to define ------------------------------------------------------------------------------------------
+
+    def _plan(self, remaining: Optional[np.ndarray]) -> list:
+        raise NotImplementedError
+
+    def _plan_options(self) -> dict:
+        raise NotImplementedError
+
+    # -- epochs and iteration -------------------------------------------------------------------------------
+
+    def set_epoch(self, epoch: int) -> None:
+        """Choose the epoch (its shuffling); a resume position loaded for another epoch is dropped."""
+        epoch = int(epoch)
+        if epoch != self.epoch:
+            self.epoch, self._pending, self._active = epoch, None, None
+
+    def __iter__(self) -> Iterator[list]:
+        # The pass (and a loaded resume position) starts at the first next(), not at iter(): a DataLoader
+        # may call iter() on its batch sampler more than once before it reads from it.
+        iteration = self._active = self._begin()
+        for index in range(iteration.position, len(iteration.steps)):
+            iteration.position = index + 1  # counted as consumed once handed out
+            yield list(iteration.steps[index].batches[self.rank])
+
+    def begin_pass(self) -> list:
+        """Start a pass and return all of this rank's batches for it (what ``iter`` would yield).
+
+        For a loader that counts consumed batches itself and reports them with :meth:`state_at`.
+        """
+        iteration = self._active = self._begin()
+        return [list(step.batches[self.rank]) for step in iteration.steps[iteration.position:]]
+
+    @property
+    def pass_start(self) -> int:
+        """Steps already consumed when the running pass began (non-zero after a mid-epoch resume)."""
+        return self._active.start if self._active is not None else 0
+
+    def _begin(self) -> _Iteration:
+        origin, done = self._pending if self._pending is not None else (None, 0)
+        self._pending = None
+        return _Iteration(origin, self.plan(origin), done)
+
+    def __len__(self) -> int:
+        """Batches this rank yields in the current (or next) pass over the epoch."""
+        iteration = self._current()
+        return len(iteration.steps) - iteration.position
+
+    def _current(self) -> _Iteration:
+        if self._pending is not None:
+            origin, done = self._pending
+            return _Iteration(origin, self.plan(origin), done)
+        if self._active is not None and self._active.position < len(self._active.steps):
+            return _Iteration(self._active.origin, self._active.steps, self._active.position)
+        return _Iteration(None, self.plan(None), 0)
+
+    def plan(self, origin: Optional[np.ndarray] = None) -> list:
+        """The steps of the current epoch over the items not in ``origin`` (all items when None)."""
+        key = (self.epoch, None if origin is None else encode_mask(origin))
+        if key not in self._plans:
+            self._plans = {key: self._plan(None if origin is None else ~origin)}  # keep one epoch's plan
+        return self._plans[key]
+
+    # -- state ----------------------------------------------------------------------------------------------
+
+    def state_dict(self) -> dict:
+        """The resume position: after loading it, iteration yields exactly the batches not yet consumed."""
+        if self._pending is not None:
+            origin, done = self._pending
+            return self._state(origin, self.plan(origin), done)
+        if self._active is not None:
+            return self.state_at(self._active.position)
+        return self._state(None, self.plan(None), 0)
+
+    def state_at(self, position: int) -> dict:
+        """The state once ``position`` steps of the running pass are consumed (for prefetching loaders)."""
+        iteration = self._active if self._active is not None else self._current()
+        return self._state(iteration.origin, iteration.steps, position)
+
+    def _state(self, origin: Optional[np.ndarray], steps: list, position: int) -> dict:
+        consumed = np.zeros(self.num_items, dtype=bool) if origin is None else origin.copy()
+        for step in steps[:position]:
+            for batch in step.batches:
+                consumed[list(batch)] = True
+        return {
+            "version": STATE_VERSION,
+            "sampler": type(self).__name__,
+            "epoch": self.epoch,
+            "num_items": self.num_items,
+            "num_consumed": int(consumed.sum()),
+            "consumed": encode_mask(consumed),
+            "plan": {"world_size": self.world_size, "seed": self.seed, "options": self._plan_options(),
+                     "origin": None if origin is None else encode_mask(origin), "steps": int(position)},
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        """Resume from :meth:`state_dict` output, on this world size (which may differ from the saved one)."""
+        _check_state(state, type(self).__name__, self.num_items)
+        self.epoch = int(state["epoch"])
+        self._active = None
+        consumed = decode_mask(state["consumed"], self.num_items)
+        plan = state.get("plan") or {}
+        same_plan = (plan.get("world_size") == self.world_size and plan.get("seed") == self.seed
+                     and plan.get("options") == self._plan_options())
+        if same_plan:
+            origin = plan.get("origin")
+            origin_mask = None if origin is None else decode_mask(origin, self.num_items)
+            self._pending = (origin_mask, int(plan["steps"]))
+            # The same plan must consume the same items; if not (lengths edited in place), trust `consumed`.
+            replayed = self._state(origin_mask, self.plan(origin_mask), int(plan["steps"]))["consumed"]
+            same_plan = replayed == state["consumed"]
+        if not same_plan:
+            self._pending = (consumed, 0)
+            logger.info("%s: resuming epoch %d on %d rank(s) with %d of %d items left (plan rebuilt)",
+                        type(self).__name__, self.epoch, self.world_size, int((~consumed).sum()),
+                        self.num_items)
+
+    # -- statistics -----------------------------------------------------------------------------------------
+
+    def stats(self) -> dict:
+        """Batches, items and padding efficiency (real / padded length) of this rank's current epoch plan."""
+        steps = self._current().steps
+        mine = [step.batches[self.rank] for step in steps]
+        every = [batch for step in steps for batch in step.batches]
+        return {"epoch": self.epoch, **padding_stats(mine, self.lengths),
+                "global_padding_efficiency": padding_stats(every, self.lengths)["padding_efficiency"]}
+
+
+class FixedBatchSampler(_PlannedSampler):
+    """Training batches of ``batch_size`` items per rank, every rank yielding the same number of batches.
+
+    Arguments:
+        num_items: dataset size.
+        batch_size: items per batch on each rank (the tail rule of :mod:`speechkit.data.sharding` may make the
+            last step's batches smaller).
+        shuffle: a new random order per (seed, epoch); ignored when ``sort`` is given.
+        sort: ``"ascending"`` / ``"descending"`` by ``lengths`` (ties keep dataset order), or None.
+        lengths: one length per item (needed for ``sort``; used for the padding statistics).
+        drop_last: drop the items that do not fill a whole step instead of making smaller batches.
+
+    Example:
+        >>> sampler = FixedBatchSampler(10, batch_size=2, seed=1, rank=1, world_size=2)
+        >>> len(sampler), sum(len(batch) for batch in sampler)
+        (3, 5)
+    """
+
+    def __init__(self, num_items: int, batch_size: int, *, shuffle: bool = True, sort: Optional[str] = None,
+                 lengths: Optional[Sequence[float]] = None, seed: int = 0, drop_last: bool = False,
+                 rank: int = 0, world_size: int = 1):
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise DataError(f"batch_size must be a positive int, got {batch_size!r}")
+        if sort not in SORTS:
+            raise DataError(f"sort must be one of {SORTS}, got {sort!r}")
+        array = None if lengths is None else check_lengths(lengths, num_items)
+        if sort is not None and array is None:
+            raise DataError(f"sort={sort!r} needs the item lengths")
+        super().__init__(num_items, seed, rank, world_size, array)
+        self.batch_size, self.shuffle, self.sort = batch_size, bool(shuffle), sort
+        self.drop_last = bool(drop_last)
+
+    def _plan_options(self) -> dict:
+        return {"batch_size": self.batch_size, "shuffle": self.shuffle, "sort": self.sort,
+                "drop_last": self.drop_last}
+
+    def _order(self) -> np.ndarray:
+        if self.sort is not None:
+            return sorted_order(self.lengths, self.sort)
+        if self.shuffle:
+            return np.random.default_rng([self.seed, self.epoch]).permutation(self.num_items)
+        return np.arange(self.num_items)
+
+    def _plan(self, remaining: Optional[np.ndarray]) -> list:
+        order = self._order()
+        if remaining is not None:
+            order = order[remaining[order]]
+        return deal_fixed(order.tolist(), self.batch_size, self.world_size, self.drop_last)
+
+
+class DynamicBatchSampler(_PlannedSampler):
+    """Training batches capped by padded length, each step's batches drawn from one length bucket.
+
+    Arguments:
+        lengths: one length per item, in any unit (seconds, frames, tokens).
+        max_batch_length: budget of a batch: ``items x cost(longest item)`` stays at or below it.
+        num_buckets: buckets of about equal total length, estimated from ``lengths`` (default: about one
+            bucket per four batches of the epoch, at most 100). Exclusive with ``bucket_boundaries``.
+        bucket_boundaries: explicit ascending upper bounds; longer items go to one more, last bucket.
+        shuffle: shuffle the items inside each bucket per (seed, epoch); otherwise shortest first.
+        batch_ordering: order of the steps: ``"random"`` (per (seed, epoch)), ``"ascending"`` or
+            ``"descending"`` by the longest item.
+        max_batch_size: optional cap on items per batch.
+        drop_last: drop each bucket's items that do not make whole steps (of ``world_size`` batches), instead
+            of re-cutting the bucket into slightly smaller batches; with one rank nothing is dropped.
+        length_cost: ``None`` (cost = length), a number ``q`` (cost = length + length^2/q, for attention), or
+            a callable; long items then make smaller batches.
+        pool_batches: with ``shuffle``, each bucket's shuffled items are sorted by length in pools of about
+            this many batches before packing: batches stay random from epoch to epoch but hold items of
+            nearly equal length (0 or 1 turns pooling off).
+
+    Every batch of the epoch is planned globally, then each bucket's batches are dealt ``world_size`` at a
+    time, so all ranks of a step work on items of the same bucket; see
+    :func:`speechkit.data.sharding.deal_buckets` for how buckets are made to divide evenly.
+
+    Example:
+        >>> sampler = DynamicBatchSampler([2.0, 2.5, 8.0, 7.5, 3.0, 9.0], max_batch_length=16.0,
+        ...                               num_buckets=2, world_size=2, rank=0)
+        >>> [len(batch) for batch in sampler]
+        [1, 2, 1]
+    """
+
+    def __init__(self, lengths: Sequence[float], max_batch_length: float, num_buckets: Optional[int] = None,
+                 bucket_boundaries: Optional[Sequence[float]] = None, shuffle: bool = True,
+                 batch_ordering: str = "random", max_batch_size: Optional[int] = None, seed: int = 0,
+                 drop_last: bool = False, rank: int = 0, world_size: int = 1,
+                 length_cost: buckets.LengthCost = None, pool_batches: int = 4):
+        array = check_lengths(lengths, len(lengths))
+        if isinstance(pool_batches, bool) or not isinstance(pool_batches, int) or pool_batches < 0:
+            raise DataError(f"pool_batches must be an int >= 0, got {pool_batches!r}")
+        self.pool_batches = pool_batches
+        if isinstance(max_batch_length, bool) or not isinstance(max_batch_length, (int, float)) \
+                or not max_batch_length > 0:
+            raise DataError(f"max_batch_length must be a positive number, got {max_batch_length!r}")
+        if batch_ordering not in BATCH_ORDERINGS:
+            raise DataError(f"batch_ordering must be one of {BATCH_ORDERINGS}, got {batch_ordering!r}")
+        check_max_batch_size(max_batch_size)
+        super().__init__(len(array), seed, rank, world_size, array)
+        self.max_batch_length = float(max_batch_length)
+        self.max_batch_size = max_batch_size
+        self.shuffle, self.batch_ordering, self.drop_last = bool(shuffle), batch_ordering, bool(drop_last)
+        self.cost = buckets.cost_function(length_cost)
+        self._check_items_fit()
+        self.bucket_boundaries = self._boundaries(num_buckets, bucket_boundaries)
+        bucket_of = buckets.assign_buckets(array, self.bucket_boundaries)
+        by_bucket = np.argsort(bucket_of, kind="stable")
+        splits = np.searchsorted(bucket_of[by_bucket], np.arange(1, len(self.bucket_boundaries) + 1))
+        self._bucket_items = np.split(by_bucket, splits)  # one more than the boundaries: the overflow bucket
+
+    def _check_items_fit(self) -> None:
+        if self.num_items == 0:
+            return
+        longest = int(np.argmax(self.lengths))
+        cost = self.cost(self.lengths[longest])
+        if cost > self.max_batch_length:
+            too_long = sum(self.cost(length) > self.max_batch_length for length in self.lengths)
+            raise DataError(f"{too_long} item(s) cost more than max_batch_length={self.max_batch_length:g} "
+                            f"alone (e.g. item {longest}: length {self.lengths[longest]:g}, cost {cost:g}); "
+                            "filter them out (dataset.filtered_sorted(key_max_value=...)) or raise "
+                            "max_batch_length")
+
+    def _boundaries(self, num_buckets: Optional[int], bucket_boundaries: Optional[Sequence[float]]) -> list:
+        if num_buckets is not None and bucket_boundaries is not None:
+            raise DataError("give num_buckets or bucket_boundaries, not both")
+        if bucket_boundaries is not None:
+            bounds = [float(bound) for bound in bucket_boundaries]
+            if not bounds or any(b <= a for a, b in zip(bounds, bounds[1:])) or bounds[0] <= 0:
+                raise DataError(f"bucket_boundaries must be positive and strictly ascending, got {bounds}")
+            return bounds
+        if num_buckets is None:
+            num_buckets = buckets.default_num_buckets(self.lengths, self.max_batch_length, self.cost)
+        elif isinstance(num_buckets, bool) or not isinstance(num_buckets, int) or num_buckets < 1:
+            raise DataError(f"num_buckets must be a positive int, got {num_buckets!r}")
+        return buckets.equal_total_boundaries(self.lengths, num_buckets) or [self.max_batch_length]
+
+    def _plan_options(self) -> dict:
+        return {"max_batch_length": self.max_batch_length, "max_batch_size": self.max_batch_size,
+                "pool_batches": self.pool_batches,
+                "bucket_boundaries": list(self.bucket_boundaries), "shuffle": self.shuffle,
+                "batch_ordering": self.batch_ordering, "drop_last": self.drop_last}
+
+    def _plan(self, remaining: Optional[np.ndarray]) -> list:
+        rng = np.random.default_rng([self.seed, self.epoch])
+        sequences = []
+        for items in self._bucket_items:
+            if self.shuffle:
+                items = self._pool_sorted(rng.permutation(items))
+            else:
+                items = items[np.argsort(self.lengths[items], kind="stable")]
+            if remaining is not None:
+                items = items[remaining[items]]
+            sequences.append(items.tolist())
+        lengths, cost, budget, cap = self.lengths, self.cost, self.max_batch_length, self.max_batch_size
+        steps = deal_buckets(
+            sequences,
+            pack=lambda items: buckets.pack_greedy(items, lengths, cost, budget, cap),
+            resplit=lambda items, batches, target: buckets.resplit(items, batches, target, lengths, cost,
+                                                                   budget, cap),
+            world_size=self.world_size, drop_last=self.drop_last)
+        return self._ordered(steps, rng)
+
+    def stats(self) -> dict:
+        """As for every training sampler, plus ``budget_fill``: mean padded cost / ``max_batch_length``."""
+        stats = super().stats()
+        mine = [step.batches[self.rank] for step in self._current().steps]
+        costs = [buckets.batch_cost(batch, self.lengths, self.cost) for batch in mine]
+        stats["budget_fill"] = float(np.mean(costs)) / self.max_batch_length if costs else None
+        return stats
+
+    def _pool_sorted(self, items: np.ndarray) -> np.ndarray:
+        """Sort shuffled items by length within pools of about ``pool_batches`` batches.
+
+        Random pools keep the batches' composition random from epoch to epoch, while sorting inside a pool
+        puts items of nearly equal length together, which narrow buckets alone would only buy with many
+        buckets (and many part-filled batches).
+        """
+        if self.pool_batches <= 1 or items.size == 0:
+            return items
+        longest = float(self.lengths[items].max())
+        per_batch = max(1, int(self.max_batch_length // max(self.cost(longest), 1e-12)))
+        if self.max_batch_size is not None:
+            per_batch = min(per_batch, self.max_batch_size)
+        pool = per_batch * self.pool_batches
+        pools = [items[start:start + pool] for start in range(0, items.size, pool)]
+        return np.concatenate([chunk[np.argsort(self.lengths[chunk], kind="stable")] for chunk in pools])
+
+    def _ordered(self, steps: list, rng: np.random.Generator) -> list:
+        if self.batch_ordering == "random":
+            return [steps[index] for index in rng.permutation(len(steps))]
+        longest = [max(self.lengths[index] for batch in step.batches for index in batch) for step in steps]
+        order = np.argsort(longest, kind="stable")
+        if self.batch_ordering == "descending":
+            order = np.argsort([-value for value in longest], kind="stable")
+        return [steps[index] for index in order]
+
+
+class EvalBatchSampler:
+    """Validation/test batches: rank ``r`` gets a disjoint shard; no item repeated or dropped.
+
+    Shards are dealt round-robin from the evaluation order (sorted by length when ``sort`` is given, so every
+    rank gets a similar mix of lengths), and may differ by one item; ranks may yield different numbers of
+    batches (evaluation runs no collective until the stage ends).
+
+    Arguments:
+        num_items: dataset size.
+        batch_size: items per batch (the last batch of a shard may be smaller).
+        lengths: one length per item (needed for ``sort`` and dynamic batches; used for statistics).
+        sort: ``"ascending"`` / ``"descending"`` by length, or None for dataset order.
+        max_batch_length: if given, batches are packed by padded length instead (``batch_size`` is then
+            ignored) from the shard in length order; ``max_batch_size`` and ``length_cost`` as in
+            :class:`DynamicBatchSampler`.
+
+    Resuming mid-epoch continues exactly on the same rank and world size; a state from another world size
+    restarts the evaluation (its results were not saved either).
+
+    Example:
+        >>> [list(EvalBatchSampler(5, batch_size=2, rank=r, world_size=2)) for r in (0, 1)]
+        [[[0, 2], [4]], [[1, 3]]]
+    """
+
+    def __init__(self, num_items: int, batch_size: int = 1, *, lengths: Optional[Sequence[float]] = None,
+                 sort: Optional[str] = None, max_batch_length: Optional[float] = None,
+                 max_batch_size: Optional[int] = None, length_cost: buckets.LengthCost = None, rank: int = 0,
+                 world_size: int = 1):
+        check_rank(rank, world_size)
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise DataError(f"batch_size must be a positive int, got {batch_size!r}")
+        if sort not in SORTS:
+            raise DataError(f"sort must be one of {SORTS}, got {sort!r}")
+        self.num_items, self.rank, self.world_size = int(num_items), rank, world_size
+        self.lengths = None if lengths is None else check_lengths(lengths, num_items)
+        if (sort is not None or max_batch_length is not None) and self.lengths is None:
+            raise DataError("sorting or dynamic batches need the item lengths")
+        if max_batch_length is not None:
+            order = sorted_order(self.lengths, sort or "ascending")
+            shard = shard_round_robin(order.tolist(), rank, world_size)
+            cost = buckets.cost_function(length_cost)
+            check_max_batch_size(max_batch_size)
+            self.batches = buckets.pack_greedy(shard, self.lengths, cost, float(max_batch_length),
+                                               max_batch_size)
+        else:
+            order = np.arange(self.num_items) if sort is None else sorted_order(self.lengths, sort)
+            shard = shard_round_robin(order.tolist(), rank, world_size)
+            self.batches = [shard[start:start + batch_size] for start in range(0, len(shard), batch_size)]
+        self.epoch = 0
+        self._start = 0  # batches to skip at the next pass (from load_state_dict)
+        self._position = 0
+        self.pass_start = 0  # batches already consumed when the running pass began
+
+    def set_epoch(self, epoch: int) -> None:
+        """Evaluation order does not change with the epoch; a loaded position for another epoch is dropped."""
+        if int(epoch) != self.epoch:
+            self.epoch, self._start, self._position = int(epoch), 0, 0
+
+    def __iter__(self) -> Iterator[list]:
+        start = self._begin()  # at the first next(), like the training samplers
+        for index in range(start, len(self.batches)):
+            self._position = index + 1
+            yield list(self.batches[index])
+
+    def begin_pass(self) -> list:
+        """Start a pass and return this rank's batches for it (see ``_PlannedSampler.begin_pass``)."""
+        return [list(batch) for batch in self.batches[self._begin():]]
+
+    def _begin(self) -> int:
+        start, self._start = self._start, 0
+        self._position = self.pass_start = start
+        return start
+
+    def __len__(self) -> int:
+        return len(self.batches) - self._start
+
+    def state_dict(self) -> dict:
+        return self.state_at(self._start or self._position)
+
+    def state_at(self, position: int) -> dict:
+        """The state once ``position`` batches of this rank's shard are consumed."""
+        consumed = np.zeros(self.num_items, dtype=bool)
+        for batch in self.batches[:position]:
+            consumed[batch] = True
+        return {"version": STATE_VERSION, "sampler": type(self).__name__, "epoch": self.epoch,
+                "num_items": self.num_items, "rank": self.rank, "world_size": self.world_size,
+                "batches": int(position), "consumed": encode_mask(consumed)}
+
+    def load_state_dict(self, state: dict) -> None:
+        _check_state(state, type(self).__name__, self.num_items)
+        self.epoch = int(state["epoch"])
+        if state.get("rank") == self.rank and state.get("world_size") == self.world_size:
+            self._start = int(state["batches"])
+        else:
+            self._start = 0
+            logger.warning("EvalBatchSampler: state saved by rank %s of %s; restarting the evaluation on "
+                           "rank %d of %d", state.get("rank"), state.get("world_size"), self.rank,
+                           self.world_size)
+        self._position = self._start
+
+    def stats(self) -> dict:
+        return {"epoch": self.epoch, **padding_stats(self.batches, self.lengths)}
+
+
+# -- helpers ------------------------------------------------------------------------------------------------
+
+def check_lengths(lengths: Sequence[float], num_items: int) -> np.ndarray:
+    """Lengths as a float64 array, checked: one per item, finite and not negative."""
+    array = np.asarray(lengths, dtype=np.float64).reshape(-1)
+    if array.size != num_items:
+        raise DataError(f"got {array.size} lengths for {num_items} items")
+    bad = np.flatnonzero(~np.isfinite(array) | (array < 0))
+    if bad.size:
+        raise DataError(f"item {int(bad[0])} has length {float(array[bad[0]])}; lengths must be finite and "
+                        ">= 0")
+    return array
+
+
+def check_max_batch_size(max_batch_size: Optional[int]) -> None:
+    if max_batch_size is not None and (isinstance(max_batch_size, bool) or not isinstance(max_batch_size, int)
+                                       or max_batch_size < 1):
+        raise DataError(f"max_batch_size must be a positive int or None, got {max_batch_size!r}")
+
+
+def sorted_order(lengths: np.ndarray, sort: str) -> np.ndarray:
+    """Indices by length, ties in dataset order."""
+    keys = lengths if sort == "ascending" else -lengths
+    return np.argsort(keys, kind="stable")
+
+
+def padding_stats(batches: Sequence[Sequence[int]], lengths: Optional[np.ndarray]) -> dict:
+    """Batches, items, and real / padded total length (``None`` figures without lengths).
+
+    Example:
+        >>> padding_stats([[0, 1]], np.array([1.0, 3.0]))["padding_efficiency"]
+        0.6666666666666666
+    """
+    items = sum(len(batch) for batch in batches)
+    if lengths is None:
+        return {"batches": len(batches), "items": items, "real_length": None, "padded_length": None,
+                "padding_efficiency": None}
+    real = float(sum(lengths[index] for batch in batches for index in batch))
+    padded = float(sum(len(batch) * max(lengths[index] for index in batch) for batch in batches if batch))
+    return {"batches": len(batches), "items": items, "real_length": real, "padded_length": padded,
+            "padding_efficiency": real / padded if padded > 0 else None}
+
+
+def encode_mask(mask: np.ndarray) -> str:
+    """A bool mask as compact text (zlib-compressed bits, base64), safe in any checkpoint format."""
+    return base64.b64encode(zlib.compress(np.packbits(mask.astype(bool)).tobytes())).decode("ascii")
+
+
+def decode_mask(text: str, size: int) -> np.ndarray:
+    try:
+        packed = zlib.decompress(base64.b64decode(text.encode("ascii"), validate=True))
+        bits = np.unpackbits(np.frombuffer(packed, dtype=np.uint8))
+    except (ValueError, TypeError, AttributeError, zlib.error) as error:
+        raise DataError(f"sampler state: 'consumed' is not a valid item mask ({error})") from None
+    if bits.size < size:
+        raise DataError(f"sampler state: 'consumed' covers {bits.size} items, the dataset has {size}")
+    return bits[:size].astype(bool)
+
+
+def _check_state(state: dict, kind: str, num_items: int) -> None:
+    if not isinstance(state, dict):
+        raise DataError(f"{kind} state must be a dict, got {type(state).__name__}")
+    for key in ("sampler", "epoch", "num_items", "consumed"):
+        if key not in state:
+            raise DataError(f"{kind} state has no key {key!r} (keys: {sorted(state)})")
+    if state["sampler"] != kind:
+        raise DataError(f"state was saved by a {state['sampler']}, cannot load it into a {kind}")
+    if state["num_items"] != num_items:
+        raise DataError(f"{kind} state was saved for {state['num_items']} items, this dataset has "
+                        f"{num_items}: the dataset changed since the checkpoint")
+
+
+__all__ = ["FixedBatchSampler", "DynamicBatchSampler", "EvalBatchSampler", "Step", "padding_stats"]

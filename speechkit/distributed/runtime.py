@@ -1,0 +1,134 @@
+"""The process's distributed runtime: ``init`` once, then ``context()`` anywhere.
+
+The resolved :class:`~speechkit.distributed.env.DistributedContext` is the only process-wide state of the
+package (a process has exactly one place in the world); it is set by :func:`init` and read by the helpers in
+``ops``. Nothing reads the environment after that.
+
+Example:
+    >>> from speechkit.run_options import RunOptions
+    >>> ctx = init(RunOptions())          # one process here
+    >>> ctx.world_size, context() is ctx
+    (1, True)
+"""
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import sys
+from datetime import timedelta
+from typing import Optional
+
+from speechkit.distributed.env import DistributedContext, is_spawn_request, resolve_context
+from speechkit.errors import DistributedError
+
+logger = logging.getLogger(__name__)
+
+
+class _Runtime:
+    """Holder of the one context of this process and of its fail-fast watchdog."""
+
+    context: Optional[DistributedContext] = None
+    watchdog = None
+
+
+def init(run_opts, environ=None) -> DistributedContext:
+    """Find this process's place in the world and join the process group (idempotent).
+
+    In self-spawning mode (``--num-workers N`` without ``--worker-id``) this starts N local workers running the
+    same command, waits for them, and exits the process with their combined status.
+
+    Args:
+        run_opts: a :class:`speechkit.run_options.RunOptions`.
+        environ: environment to read (default ``os.environ``).
+
+    Returns:
+        the :class:`DistributedContext` of this process.
+    """
+    if _Runtime.context is not None:
+        return _Runtime.context
+    import torch
+
+    environ = os.environ if environ is None else environ
+    if is_spawn_request(run_opts):
+        from speechkit.distributed.launch import spawn_local_workers
+
+        sys.exit(spawn_local_workers(run_opts))
+    cuda_count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    ctx = resolve_context(run_opts, environ, cuda_count)
+    if ctx.device.startswith("cuda"):
+        torch.cuda.set_device(ctx.device)
+    if ctx.is_distributed:
+        _join_process_group(ctx)
+    _Runtime.context = ctx
+    logger.info("distributed: %s", ctx.describe())
+    return ctx
+
+
+def context() -> DistributedContext:
+    """The context set by :func:`init`, or a one-process context on cuda:0 (if CUDA) or cpu before it."""
+    if _Runtime.context is not None:
+        return _Runtime.context
+    try:
+        import torch
+
+        device = "cuda:0" if torch.cuda.is_available() else "cpu"
+    except ImportError:  # pragma: no cover - torch is a requirement
+        device = "cpu"
+    return DistributedContext(device=device)
+
+
+def shutdown() -> None:
+    """Leave the process group cleanly (also run at exit): report this rank done, then destroy the group."""
+    if _Runtime.watchdog is not None:
+        _Runtime.watchdog.shutdown()
+        _Runtime.watchdog = None
+    import torch.distributed as torch_dist
+
+    if torch_dist.is_available() and torch_dist.is_initialized():
+        torch_dist.destroy_process_group()
+    _Runtime.context = None
+
+
+def _join_process_group(ctx: DistributedContext) -> None:
+    import torch
+    import torch.distributed as torch_dist
+
+    if not torch_dist.is_available():
+        raise DistributedError("this torch build has no torch.distributed")
+    if ctx.init_method == "env://":
+        # SLURM gives no MASTER_ADDR/PORT: publish the resolved ones for torch's env:// rendezvous.
+        os.environ["MASTER_ADDR"] = str(ctx.master_addr)
+        os.environ["MASTER_PORT"] = str(ctx.master_port)
+    if not torch_dist.is_initialized():
+        kwargs = {}
+        if ctx.backend == "nccl":
+            kwargs["device_id"] = torch.device(ctx.device)
+        try:
+            torch_dist.init_process_group(ctx.backend, init_method=ctx.init_method, rank=ctx.rank,
+                                          world_size=ctx.world_size, timeout=timedelta(seconds=ctx.timeout_s),
+                                          **kwargs)
+        except Exception as error:
+            raise DistributedError(f"rank {ctx.rank}/{ctx.world_size}: cannot join the process group via "
+                                   f"{ctx.init_method} ({ctx.launcher}): {error}") from error
+    _start_watchdog(ctx)
+
+
+def _start_watchdog(ctx: DistributedContext) -> None:
+    import torch.distributed as torch_dist
+    from torch.distributed import distributed_c10d
+
+    from speechkit.distributed.failfast import FailFast
+
+    try:
+        store = distributed_c10d._get_default_store()
+    except Exception as error:  # noqa: BLE001 - a torch without it still trains, only without fail-fast
+        logger.warning("distributed: no access to the c10d store (%s); a failed rank may leave others waiting "
+                       "for the collective timeout", error)
+        return
+    # A token fresh for this run keeps keys of an earlier attempt (torchrun restart, reused file://) apart.
+    token = [os.urandom(6).hex() if ctx.is_main else None]
+    torch_dist.broadcast_object_list(token, src=0)
+    _Runtime.watchdog = FailFast(store, ctx.rank, ctx.world_size, token[0], ctx.timeout_s)
+    _Runtime.watchdog.start(register_atexit=False)
+    atexit.register(shutdown)

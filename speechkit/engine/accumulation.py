@@ -1,0 +1,82 @@
+"""Gradient accumulation: a fixed factor, or one derived from a target global batch and the world size.
+
+Example:
+    >>> resolve_accumulation("auto", world_size=2, loader_kwargs={"batch_size": 8}, global_batch_size=64)
+    4
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Union
+
+from speechkit.errors import RunOptionsError
+
+
+def resolve_accumulation(
+    factor: Union[int, str],
+    world_size: int,
+    loader_kwargs: Optional[dict],
+    global_batch_size: Optional[int] = None,
+    global_batch_seconds: Optional[float] = None,
+) -> int:
+    """The number of micro-batches per optimizer step.
+
+    With ``factor="auto"`` the target global batch (items or seconds of audio) must be a whole multiple
+    of what
+    one step of all processes holds (``world_size x`` the per-process batch), else RunOptionsError.
+    """
+    if factor != "auto":
+        factor = int(factor)
+        if factor < 1:
+            raise RunOptionsError(f"option 'grad_accumulation_factor' must be >= 1 or 'auto', got {factor}")
+        return factor
+    kwargs = loader_kwargs or {}
+    if global_batch_size:
+        per_process = kwargs.get("batch_size")
+        if not per_process:
+            raise RunOptionsError(
+                "grad_accumulation_factor auto with global_batch_size needs the train loader's "
+                "batch_size (train_loader_kwargs / YAML)"
+            )
+        per_step = world_size * int(per_process)
+        if int(global_batch_size) % per_step:
+            raise RunOptionsError(
+                f"global_batch_size {global_batch_size} is not a multiple of world size "
+                f"{world_size} x batch_size {per_process} = {per_step}"
+            )
+        return int(global_batch_size) // per_step
+    if global_batch_seconds:
+        dynamic = kwargs.get("dynamic_batching") or {}
+        seconds = dynamic.get("max_batch_length") or dynamic.get("max_batch_seconds")
+        if not seconds:
+            raise RunOptionsError(
+                "grad_accumulation_factor auto with global_batch_seconds needs dynamic_batching "
+                "with max_batch_length (seconds per batch)"
+            )
+        ratio = float(global_batch_seconds) / (world_size * float(seconds))
+        if ratio < 1 or abs(ratio - round(ratio)) > 1e-6:
+            raise RunOptionsError(
+                f"global_batch_seconds {global_batch_seconds} is not a multiple of world size "
+                f"{world_size} x max_batch_length {seconds}"
+            )
+        return int(round(ratio))
+    raise RunOptionsError("grad_accumulation_factor auto needs global_batch_size or global_batch_seconds")
+
+
+def describe_effective_batch(world_size: int, loader_kwargs: Optional[dict], accumulation: int) -> str:
+    """``"2 processes x 8 items x 4 accumulation = 64 items per optimizer step"``"""
+    kwargs = loader_kwargs or {}
+    if kwargs.get("batch_size"):
+        per = int(kwargs["batch_size"])
+        return (
+            f"{world_size} process(es) x {per} items x {accumulation} accumulation = "
+            f"{world_size * per * accumulation} items per optimizer step"
+        )
+    dynamic = kwargs.get("dynamic_batching") or {}
+    if dynamic.get("max_batch_length"):
+        seconds = float(dynamic["max_batch_length"])
+        return (
+            f"{world_size} process(es) x {seconds:g}s dynamic batches x {accumulation} accumulation = "
+            f"{world_size * seconds * accumulation:g}s of audio per optimizer step"
+        )
+    return f"{world_size} process(es) x loader batches x {accumulation} accumulation"

@@ -1,0 +1,153 @@
+"""The experiment directory: what was run, with which settings and software, and its log.
+
+:func:`create_experiment_directory` (main process only; the others wait) writes into ``output_folder``:
+
+- ``hyperparams.original.yaml``: the file as given; ``hyperparams.yaml``: after overrides, includes made
+  absolute (what actually ran);
+- ``command.txt``: the command line; ``env.json``: Python, torch, speechkit versions, CUDA, the git commit;
+- ``log.txt``: the log of every ``speechkit`` logger (``--log_config`` gives another logging configuration).
+
+Example:
+    >>> create_experiment_directory("results/exp", "hparams/train.yaml", {"lr": 0.1})  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import logging.config
+import os
+import platform
+import random
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Optional, Union
+
+from speechkit.engine.world import distributed_api
+from speechkit.errors import RunOptionsError
+
+logger = logging.getLogger(__name__)
+
+LOG_FORMAT = "%(asctime)s - %(name)s - %(levelname)s - %(message)s"
+
+
+def seed_everything(seed: int) -> int:
+    """Seed Python, NumPy and torch (CPU and CUDA) generators; returns ``seed`` (usable from YAML ``!apply``).
+
+    Example:
+        >>> seed_everything(3)
+        3
+    """
+    import numpy as np
+    import torch
+
+    seed = int(seed)
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+    return seed
+
+
+def create_experiment_directory(
+    output_folder: Union[str, os.PathLike],
+    hparams_file: Union[str, os.PathLike],
+    overrides: Union[dict, str, None] = None,
+    run_opts: Any = None,
+) -> Path:
+    """Create ``output_folder`` with the hparams, command line, environment record and log (see module doc).
+
+    Runs on the main process only (then every process waits at a barrier); every process gets the logging
+    setup (console; ``log.txt`` on the main process).
+    """
+    output_folder = Path(output_folder)
+    dist = distributed_api()
+    dist.run_on_main(_write_directory, args=(output_folder, Path(hparams_file), overrides, run_opts))
+    setup_logging(
+        output_folder / "log.txt" if dist.is_main() else None, getattr(run_opts, "log_config", None)
+    )
+    if getattr(run_opts, "seed", None) is not None:
+        seed_everything(run_opts.seed)
+    logger.info("Experiment directory: %s", output_folder)
+    return output_folder
+
+
+def _write_directory(output_folder: Path, hparams_file: Path, overrides: Any, run_opts: Any) -> None:
+    from speechkit.hparams import resolve_hparams_text
+
+    output_folder.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(hparams_file, output_folder / "hyperparams.original.yaml")
+    (output_folder / "hyperparams.yaml").write_text(
+        resolve_hparams_text(str(hparams_file), overrides, run_opts)
+    )
+    (output_folder / "command.txt").write_text(shlex.join([sys.executable, *sys.argv]) + "\n")
+    (output_folder / "env.json").write_text(json.dumps(environment_record(), indent=2) + "\n")
+
+
+def environment_record() -> dict:
+    """Versions and the git commit of the working directory's repository (``None`` outside one)."""
+    import torch
+
+    import speechkit
+
+    return {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "speechkit": speechkit.__version__,
+        "git_commit": _git_commit(),
+    }
+
+
+def _git_commit() -> Optional[str]:
+    try:
+        result = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            cwd=Path(__file__).resolve().parent,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return result.stdout.strip() or None if result.returncode == 0 else None
+
+
+def setup_logging(log_file: Optional[Path] = None, log_config: Optional[str] = None) -> None:
+    """Console INFO logging plus ``log_file``; or a ``logging.config.dictConfig`` YAML file."""
+    if log_config:
+        import yaml
+
+        try:
+            config = yaml.safe_load(Path(log_config).read_text())
+            logging.config.dictConfig(config)
+        except (OSError, ValueError, TypeError, AttributeError, ImportError, yaml.YAMLError) as error:
+            raise RunOptionsError(
+                f"--log_config {log_config}: not a usable logging configuration: {error}"
+            ) from None
+        return
+    root = logging.getLogger()
+    root.setLevel(logging.INFO)
+    formatter = logging.Formatter(LOG_FORMAT)
+    if not any(
+        getattr(h, "_speechkit", False)
+        and isinstance(h, logging.StreamHandler)
+        and not isinstance(h, logging.FileHandler)
+        for h in root.handlers
+    ):
+        console = logging.StreamHandler()
+        console.setFormatter(formatter)
+        console._speechkit = True
+        root.addHandler(console)
+    if log_file is not None:
+        log_file = Path(log_file).resolve()
+        if not any(
+            isinstance(h, logging.FileHandler) and Path(h.baseFilename) == log_file for h in root.handlers
+        ):
+            handler = logging.FileHandler(log_file)
+            handler.setFormatter(formatter)
+            handler._speechkit = True
+            root.addHandler(handler)

@@ -1,0 +1,241 @@
+"""Load a hyperparameter YAML file (hyperpyyaml) with overrides, and report mistakes by file, key and line.
+
+hyperpyyaml builds the objects (``!new:``, ``!name:``, ``!apply:``, ``!ref``, ``!copy``, ``!include:``).
+Before
+handing the file to it, this module reads the file once more with line numbers to check what hyperpyyaml would
+report vaguely or not at all: malformed YAML, an override for a key the file does not have, a ``!ref`` to a
+missing key, a class or function that cannot be imported. ``!include:`` paths are made absolute relative
+to the
+file that includes them, whatever the working directory.
+
+Example:
+    >>> hparams = load_hparams("hparams/train.yaml", {"lr": 0.1, "model.dim": 256})  # doctest: +SKIP
+    >>> hparams["lr"]  # doctest: +SKIP
+    0.1
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import pydoc
+import re
+from typing import Any, Optional, Union
+
+import ruamel.yaml
+from hyperpyyaml import load_hyperpyyaml
+from ruamel.yaml.error import MarkedYAMLError, YAMLError
+
+from speechkit.errors import HparamsError
+from speechkit.run_options import parse_arguments  # noqa: F401  (re-exported for recipes)
+
+__all__ = ["load_hparams", "parse_arguments", "resolve_hparams_text"]
+
+_REFERENCE = re.compile(r"<([^<>]*)>")
+_OBJECT_TAGS = ("!new:", "!name:", "!apply:", "!module:")
+
+
+def load_hparams(
+    path: Union[str, os.PathLike], overrides: Union[dict, str, None] = None, run_opts: Any = None
+) -> dict:
+    """Load ``path`` into a dict of objects, after applying ``overrides``.
+
+    Args:
+        path: the YAML file.
+        overrides: a dict (``{"lr": 0.1, "model.dim": 256}``; dotted keys reach nested keys) or YAML text
+            (``"lr: 0.1"``). Every overridden key must exist in the file.
+        run_opts: optional :class:`~speechkit.run_options.RunOptions`; a ``--seed`` given on the command line
+            replaces the file's top-level ``seed`` key (so ``!ref <seed>`` sees it).
+
+    Returns:
+        A dict of the top-level keys (keys starting with ``__`` are dropped, as in hyperpyyaml).
+
+    Raises:
+        HparamsError: naming the file, the key and the line of the mistake.
+    """
+    path = os.fspath(path)
+    objects: list = []
+    text = resolve_hparams_text(path, overrides, run_opts, objects)
+    try:
+        hparams = load_hyperpyyaml(io.StringIO(text))
+    except HparamsError:
+        raise
+    except Exception as error:  # hyperpyyaml raises many kinds; name the object that failed when we can
+        message = str(error)
+        culprits = [(target, key, where) for target, key, where in objects if target in message]
+        place = f"{culprits[-1][2]}: key '{culprits[-1][1]}'" if culprits else path
+        raise HparamsError(
+            f"{place}: cannot build the hyperparameters: {type(error).__name__}: {message}"
+        ) from error
+    return dict(hparams)
+
+
+def resolve_hparams_text(
+    path: str, overrides: Union[dict, str, None] = None, run_opts: Any = None, objects: Optional[list] = None
+) -> str:
+    """Check ``path``, apply ``overrides`` and return YAML text ready for hyperpyyaml (includes made
+    absolute).
+
+    This is the text :func:`~speechkit.experiment.create_experiment_directory` records as the run's hparams.
+    """
+    tree = _read_tree(path)
+    if not isinstance(tree, dict):
+        raise HparamsError(f"{path}: the top level must be a mapping of keys, got {type(tree).__name__}")
+    override_tree = _override_tree(overrides, path)
+    seed = getattr(run_opts, "seed", None)
+    if seed is not None and "seed" in getattr(run_opts, "explicit", ()) and "seed" in tree:
+        override_tree = _merge(override_tree, {"seed": seed})
+    _apply_overrides(tree, override_tree, path, prefix="")
+    _check_tree(
+        tree,
+        tree,
+        path,
+        os.path.dirname(os.path.abspath(path)),
+        "",
+        None,
+        objects if objects is not None else [],
+    )
+    stream = io.StringIO()
+    _round_trip().dump(tree, stream)
+    return stream.getvalue()
+
+
+def _round_trip() -> ruamel.yaml.YAML:
+    yaml = ruamel.yaml.YAML()  # round trip: keeps tags and line numbers
+    return yaml
+
+
+def _read_tree(path: str) -> Any:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return _round_trip().load(handle)
+    except FileNotFoundError:
+        raise HparamsError(f"{path}: hyperparameter file not found") from None
+    except MarkedYAMLError as error:
+        raise HparamsError(f"{path}, {_describe_yaml_error(error)}") from None
+    except YAMLError as error:
+        raise HparamsError(f"{path}: malformed YAML: {error}") from None
+
+
+def _describe_yaml_error(error: MarkedYAMLError) -> str:
+    mark = error.problem_mark or error.context_mark
+    where = f"line {mark.line + 1}, column {mark.column + 1}" if mark is not None else "unknown line"
+    problem = " ".join(str(part) for part in (error.context, error.problem) if part)
+    return f"{where}: malformed YAML: {problem}"
+
+
+def _override_tree(overrides: Union[dict, str, None], path: str) -> dict:
+    """Turn a dict or YAML text with dotted keys into a nested dict."""
+    if overrides is None or overrides == "" or overrides == {}:
+        return {}
+    if isinstance(overrides, str):
+        try:
+            overrides = _round_trip().load(overrides)
+        except YAMLError as error:
+            raise HparamsError(f"{path}: the overrides are not valid YAML: {error}") from None
+        if overrides is None:
+            return {}
+    if not isinstance(overrides, dict):
+        raise HparamsError(f"{path}: overrides must be a mapping, got {type(overrides).__name__}")
+    nested: dict = {}
+    for key, value in overrides.items():
+        nested = _merge(nested, _nest(str(key), value))
+    return nested
+
+
+def _nest(key: str, value: Any) -> dict:
+    parts = key.split(".")
+    for part in reversed(parts[1:]):
+        value = {part: value}
+    return {parts[0]: value}
+
+
+def _merge(base: dict, extra: dict) -> dict:
+    merged = dict(base)
+    for key, value in extra.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict) and not hasattr(value, "tag"):
+            merged[key] = _merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def _line_of(mapping: Any, key: Any) -> Optional[int]:
+    try:
+        return mapping.lc.key(key)[0] + 1
+    except (AttributeError, KeyError, TypeError):
+        return None
+
+
+def _apply_overrides(tree: dict, overrides: dict, path: str, prefix: str) -> None:
+    for key, value in overrides.items():
+        dotted = f"{prefix}{key}"
+        if key not in tree:
+            if _tag(tree).startswith("!include:"):
+                tree[key] = value  # passed on to the included file as its override
+                continue
+            known = ", ".join(str(k) for k in list(tree)[:20])
+            raise HparamsError(f"{path}: override '{dotted}' names no key of the file (keys here: {known})")
+        current = tree[key]
+        if isinstance(value, dict) and not _tag(value) and isinstance(current, dict):
+            _apply_overrides(current, value, path, prefix=f"{dotted}.")
+        else:
+            tree[key] = value
+
+
+def _tag(node: Any) -> str:
+    tag = getattr(node, "tag", None)
+    value = getattr(tag, "value", tag)
+    return value if isinstance(value, str) else ""
+
+
+def _check_tree(
+    node: Any, root: dict, path: str, base_dir: str, key: str, line: Optional[int], objects: list
+) -> None:
+    """Walk the tree: check references and imports; make include paths absolute."""
+    tag = _tag(node)
+    where = f"{path}, line {line}" if line else path
+    if tag in ("!ref", "!copy"):
+        _check_reference(str(getattr(node, "value", node)), root, where, key, tag)
+    elif tag.startswith(_OBJECT_TAGS):
+        target = tag.split(":", 1)[1]
+        objects.append((target, key, where))
+        if pydoc.locate(target) is None:
+            raise HparamsError(
+                f"{where}: key '{key}': cannot import '{target}' ({tag.split(':')[0]}); check the "
+                "module path and that its package is installed"
+            )
+    elif tag.startswith("!include:"):
+        included = tag[len("!include:") :]
+        absolute = included if os.path.isabs(included) else os.path.join(base_dir, included)
+        if not os.path.isfile(absolute):
+            raise HparamsError(f"{where}: key '{key}': included file not found: {absolute}")
+        inner = _read_tree(absolute)
+        if isinstance(inner, dict):
+            inner_overrides = {k: v for k, v in node.items()} if isinstance(node, dict) else {}
+            _apply_overrides(inner, inner_overrides, absolute, prefix=f"{key}.")
+            _check_tree(inner, inner, absolute, os.path.dirname(absolute), "", None, objects)
+        node.yaml_set_ctag(ruamel.yaml.comments.Tag(suffix=f"!include:{absolute}"))
+    if isinstance(node, dict):
+        for sub_key, sub_node in node.items():
+            dotted = f"{key}.{sub_key}" if key else str(sub_key)
+            _check_tree(sub_node, root, path, base_dir, dotted, _line_of(node, sub_key) or line, objects)
+    elif isinstance(node, list):
+        for index, sub_node in enumerate(node):
+            sub_line = line
+            try:
+                sub_line = node.lc.item(index)[0] + 1
+            except (AttributeError, KeyError, TypeError):
+                pass
+            _check_tree(sub_node, root, path, base_dir, f"{key}[{index}]", sub_line, objects)
+
+
+def _check_reference(text: str, root: dict, where: str, key: str, tag: str) -> None:
+    for reference in _REFERENCE.findall(text):
+        name = reference.split(".", 1)[0]  # `<model.attr>` reads an attribute of key `model`
+        branch: Any = root
+        for part in name.split("["):
+            part = part.strip("]").strip()
+            if not isinstance(branch, dict) or part not in branch:
+                raise HparamsError(f"{where}: key '{key}': {tag} <{reference}> names no key '{name}'")
+            branch = branch[part]

@@ -1,0 +1,50 @@
+"""``speechkit transcribe``: transcribe audio files with a pretrained model from any source.
+
+Example::
+
+    speechkit transcribe org/asr-ctc a.flac b.wav --device cuda:0
+    a.flac	HELLO WORLD
+    b.wav	GOOD MORNING
+
+The model folder's ``interface`` key picks the interface (``EncoderASR`` by default). Files are transcribed
+in batches of ``--batch-size``; results do not depend on the batch size (the models are batch-invariant).
+"""
+from __future__ import annotations
+
+import argparse
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("source", help="Model folder: local path, Hub repo id or http(s) URL.")
+    parser.add_argument("audio", nargs="+", help="Audio files (any format soundfile reads).")
+    parser.add_argument("--savedir", default=None, help="Where the model's files appear (default: in place "
+                        "for a local folder, else the cache).")
+    parser.add_argument("--kind", choices=["local", "huggingface", "url"], default=None,
+                        help="Force the source kind.")
+    parser.add_argument("--revision", default=None, help="Hub branch, tag or commit.")
+    parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N (default: cpu).")
+    parser.add_argument("--batch-size", type=int, default=8, help="Files per forward pass.")
+    parser.add_argument("--offline", action="store_true", help="Serve the model from the cache only.")
+    parser.add_argument("--trust-remote-code", action="store_true",
+                        help="Let a remote hyperparams.yaml build objects outside speechkit and torch.")
+
+
+def run(args: argparse.Namespace) -> int:
+    import torch
+
+    from speechkit.pretrained.fetching import FetchSource
+    from speechkit.pretrained.interfaces import Pretrained
+
+    source = FetchSource(args.kind, args.source) if args.kind else args.source
+    model = Pretrained.from_hparams(source, savedir=args.savedir, run_opts={"device": args.device},
+                                    revision=args.revision, allow_network=not args.offline,
+                                    trust_remote_code=args.trust_remote_code)
+    for start in range(0, len(args.audio), max(1, args.batch_size)):
+        paths = args.audio[start:start + args.batch_size]
+        wavs = [model.load_audio(path) for path in paths]
+        lengths = torch.tensor([w.shape[0] for w in wavs], dtype=torch.int64)
+        batch = torch.nn.utils.rnn.pad_sequence(wavs, batch_first=True)
+        texts, _ = model.transcribe_batch(batch, lengths)
+        for path, text in zip(paths, texts):
+            print(f"{path}\t{text}", flush=True)
+    return 0

@@ -1,0 +1,201 @@
+"""``speechkit export``: turn a trained recipe's best checkpoint into a model folder others fetch and load.
+
+Example::
+
+    speechkit export --checkpoints results/asr/save --hparams recipes/X/ASR/hparams/inference.yaml \\
+        --min-key WER --output models/asr-ctc --map encoder=model:encoder. \\
+        --file tokenizer=results/tok/t.model
+
+The inference YAML (the model folder's future ``hyperparams.yaml``) declares the modules and a ``pretrainer``
+whose ``paths`` name one file per loadable (``encoder: encoder.safetensors``). For every such file the command
+takes, in order: a ``--file NAME=PATH`` given on the command line (copied), or the checkpoint's
+``<ckpt>.ckpt`` where ``--map NAME=CKPT[:PREFIX]`` says which checkpoint file holds the loadable's tensors and
+under which key prefix (default: ``NAME.ckpt``, no prefix). Weights are written as safetensors or with
+torch.save following the declared file's suffix. The folder gets a model card ``README.md`` (metrics from the
+checkpoint, files with sha256) and is written to a temporary folder renamed when complete. Finally the model
+is loaded back from the folder (strictly) to prove that it is usable.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import hashlib
+import logging
+import os
+import pathlib
+import shutil
+
+from speechkit.errors import CheckpointError, SpeechkitError
+
+logger = logging.getLogger(__name__)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--checkpoints", required=True,
+                        help="The recipe's checkpoints folder (CKPT+* inside).")
+    parser.add_argument("--hparams", required=True, help="The inference YAML that becomes hyperparams.yaml.")
+    parser.add_argument("--output", required=True, help="The model folder to write.")
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--min-key", default=None, help="Pick the checkpoint with the lowest value (WER).")
+    group.add_argument("--max-key", default=None, help="Pick the checkpoint with the highest value.")
+    parser.add_argument("--map", action="append", default=[], metavar="NAME=CKPT[:PREFIX]",
+                        help="Loadable NAME takes the tensors of CKPT.ckpt whose keys start with PREFIX.")
+    parser.add_argument("--file", action="append", default=[], metavar="NAME=PATH",
+                        help="Loadable NAME's file is copied from PATH (e.g. a tokenizer model).")
+    parser.add_argument("--name", default=None, help="Model name for the card (default: the output folder).")
+    parser.add_argument("--description", default="", help="A paragraph for the model card.")
+    parser.add_argument("--force", action="store_true", help="Replace an existing output folder.")
+    parser.add_argument("--no-verify", action="store_true", help="Skip loading the exported model back.")
+
+
+def run(args: argparse.Namespace) -> int:
+    folder = export_model(
+        args.checkpoints, args.hparams, args.output, min_key=args.min_key, max_key=args.max_key,
+        mapping=_pairs(args.map, "--map"), files=_pairs(args.file, "--file"), name=args.name,
+        description=args.description, force=args.force, verify=not args.no_verify)
+    print(folder)
+    return 0
+
+
+def export_model(checkpoints_dir, hparams_file, output, min_key=None, max_key=None, mapping=None, files=None,
+                 name=None, description: str = "", force: bool = False, verify: bool = True) -> pathlib.Path:
+    """Write a model folder from the best checkpoint; see the module docstring. Returns the folder."""
+    from speechkit.checkpoints import Checkpointer
+    from speechkit.pretrained.pretrainer import declared_files
+
+    output, hparams_file = pathlib.Path(output), pathlib.Path(hparams_file)
+    mapping, files = dict(mapping or {}), dict(files or {})
+    if output.exists() and not force:
+        raise SpeechkitError(f"{output}: already exists (pass --force to replace it)")
+    checkpoint = Checkpointer(checkpoints_dir).find_checkpoint(min_key=min_key, max_key=max_key)
+    if checkpoint is None:
+        key = f" with the key '{min_key or max_key}'" if (min_key or max_key) else ""
+        raise CheckpointError(f"{checkpoints_dir}: no checkpoint{key}")
+    text = hparams_file.read_text()
+    declared = declared_files(text, str(hparams_file))
+    if not declared:
+        raise SpeechkitError(f"{hparams_file}: declares no pretrainer files; the model folder would hold no "
+                             "weights")
+    unknown = (set(mapping) | set(files)) - set(declared)
+    if unknown:
+        raise SpeechkitError(f"--map/--file name {sorted(unknown)}, which {hparams_file}'s pretrainer does "
+                             f"not load (it loads {sorted(declared)})")
+    tmp = output.with_name(f".{output.name}.tmp-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    try:
+        written = {}
+        for loadable, spec in declared.items():
+            if not isinstance(spec, str) or "/" in spec:
+                logger.info("'%s' comes from %s: left as a reference", loadable, spec)
+                continue
+            written[spec] = _write_file(loadable, spec, checkpoint.path, mapping, files, tmp)
+        (tmp / "hyperparams.yaml").write_text(text)
+        (tmp / "README.md").write_text(_model_card(name or output.name, description, checkpoint, written,
+                                                   hparams_file, min_key or max_key))
+        if verify:
+            _verify(tmp)
+        if output.exists():
+            shutil.rmtree(output)
+        os.replace(tmp, output)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return output
+
+
+def _write_file(loadable: str, filename: str, ckpt_path: pathlib.Path, mapping: dict, files: dict,
+                out: pathlib.Path) -> pathlib.Path:
+    from speechkit.pretrained.loading import load_weights, save_weights
+
+    target = out / filename
+    if loadable in files:
+        source = pathlib.Path(files[loadable])
+        if not source.is_file():
+            raise SpeechkitError(f"--file {loadable}={source}: no such file")
+        shutil.copyfile(source, target)
+        return target
+    ckpt_name, _, prefix = mapping.get(loadable, loadable).partition(":")
+    source = ckpt_path / f"{ckpt_name}.ckpt"
+    if not source.is_file():
+        raise CheckpointError(f"{ckpt_path}: has no {ckpt_name}.ckpt for loadable '{loadable}' (use --map "
+                              f"{loadable}=CKPT[:PREFIX] or --file {loadable}=PATH)")
+    try:
+        state = load_weights(source)
+    except CheckpointError:
+        if prefix or target.suffix == ".safetensors":
+            raise
+        shutil.copyfile(source, target)  # an object's own format (save_checkpoint), kept as it is
+        return target
+    if prefix:
+        state = {k[len(prefix):]: v for k, v in state.items() if k.startswith(prefix)}
+        if not state:
+            raise CheckpointError(f"{source}: no tensor key starts with '{prefix}' (for loadable "
+                                  f"'{loadable}')")
+    save_weights(state, target)
+    return target
+
+
+def _verify(folder: pathlib.Path) -> None:
+    from speechkit.pretrained.interfaces import Pretrained
+
+    try:
+        Pretrained.from_hparams(str(folder))
+    except SpeechkitError as error:
+        raise SpeechkitError(f"the exported model does not load back: {error}") from None
+
+
+def _sha256(path: pathlib.Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _model_card(name, description, checkpoint, written: dict, hparams_file, key) -> str:
+    metrics = "\n".join(f"| {k} | {v} |" for k, v in sorted(checkpoint.meta.items())) or "| (none) | |"
+    file_rows = "\n".join(f"| {f} | {p.stat().st_size} | `{_sha256(p)}` |"
+                          for f, p in sorted(written.items()))
+    chosen = f"best by `{key}`" if key else "newest"
+    when = f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC"
+    epoch, step = checkpoint.info.get("epoch"), checkpoint.info.get("step")
+    return f"""# {name}
+
+{description or "A speech model exported from a speechkit recipe."}
+
+## Usage
+
+```python
+from speechkit.pretrained import Pretrained
+model = Pretrained.from_hparams("<this folder, Hub repo id or URL>")
+print(model.transcribe_file("speech.flac"))
+```
+
+or `speechkit transcribe <source> speech.flac`. A copy from a Hub repo or a URL builds only speechkit and
+torch objects unless `trust_remote_code=True` is passed.
+
+## Checkpoint
+
+Exported on {when} from `{checkpoint.path.name}` ({chosen}), epoch {epoch}, step {step}, with
+`{pathlib.Path(hparams_file).name}`.
+
+| metric | value |
+| --- | --- |
+{metrics}
+
+## Files
+
+| file | bytes | sha256 |
+| --- | --- | --- |
+{file_rows}
+"""
+
+
+def _pairs(items: list, flag: str) -> dict:
+    result = {}
+    for item in items:
+        key, eq, value = item.partition("=")
+        if not eq or not key or not value:
+            raise SpeechkitError(f"{flag} {item!r}: expected NAME=VALUE")
+        result[key] = value
+    return result

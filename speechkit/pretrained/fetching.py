@@ -1,0 +1,381 @@
+"""Fetch one file of a pretrained model from a local folder, a Hugging Face Hub repo or an http(s) URL.
+
+Every source ends the same way: the file is available as ``savedir/filename`` (a symlink or a copy), or, with
+the in-place strategy, where it already lies (the local folder or the download cache). Remote files are first
+downloaded into a cache shared by every job on the machine:
+
+- Hugging Face repos use huggingface_hub's own cache (``HF_HUB_CACHE`` / ``HF_HOME``, or ``cache_dir``).
+- URLs use ``<cache_dir>/url/<hash of the URL>/<filename>``, where ``cache_dir`` defaults to
+  ``$SPEECHKIT_CACHE`` or ``~/.cache/speechkit``.
+
+A download writes a temporary file that is renamed only once complete (and, if given, once its sha256
+matches), so an interrupted download never leaves a file that looks present. A file lock per cached file lets
+one process download while every other rank or job on the machine waits and then reuses the result.
+
+Example:
+    >>> path = fetch("model.ckpt", "speechkit/asr-ctc-mini", savedir="pretrained/asr")  # doctest: +SKIP
+    >>> local = FetchSource(FetchFrom.LOCAL, "speechkit/asr-ctc-mini")
+    >>> path = fetch("model.ckpt", local, "out")  # doctest: +SKIP
+"""
+from __future__ import annotations
+
+import enum
+import hashlib
+import http.client
+import logging
+import os
+import pathlib
+import re
+import shutil
+import tempfile
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass
+from typing import Optional, Union
+
+import filelock
+
+from speechkit.errors import FetchError
+
+logger = logging.getLogger(__name__)
+
+#: Seconds a process waits for another one's download of the same file before giving up.
+DEFAULT_LOCK_TIMEOUT_S = 6 * 3600.0
+_CHUNK_BYTES = 1 << 20
+# owner/name (or a bare name), as the Hub spells repo ids.
+_REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*(/[A-Za-z0-9][A-Za-z0-9_.\-]*)?$")
+
+
+class FetchFrom(enum.Enum):
+    """Where a source lives."""
+
+    LOCAL = "local"
+    HUGGING_FACE = "huggingface"
+    URL = "url"
+
+
+@dataclass(frozen=True)
+class FetchSource:
+    """A source whose kind is stated rather than guessed.
+
+    Needed when a name is ambiguous, e.g. a local folder ``speechkit/asr`` next to the Hub repo of that name.
+    The kind may be given as a :class:`FetchFrom` or its value (``"local"``, ``"huggingface"``, ``"url"``),
+    which lets YAML files write ``!new:speechkit.pretrained.FetchSource [huggingface, org/repo]``.
+
+    Example:
+        >>> FetchSource("huggingface", "org/repo")
+        FetchSource(kind=<FetchFrom.HUGGING_FACE: 'huggingface'>, path='org/repo')
+    """
+
+    kind: FetchFrom
+    path: str
+
+    def __post_init__(self):
+        if not isinstance(self.kind, FetchFrom):
+            text = str(self.kind)
+            by_name = {k.name.lower(): k for k in FetchFrom} | {k.value: k for k in FetchFrom}
+            if text.lower() not in by_name:
+                raise FetchError(f"FetchSource: unknown kind {self.kind!r}; use one of "
+                                 f"{', '.join(k.value for k in FetchFrom)}")
+            object.__setattr__(self, "kind", by_name[text.lower()])
+        object.__setattr__(self, "path", os.fspath(self.path))
+
+
+class FetchStrategy(enum.Enum):
+    """How a fetched file appears in ``savedir``."""
+
+    SYMLINK = "symlink"  # a link to the local file or the cached download (copy where links fail)
+    COPY = "copy"  # an independent copy
+    IN_PLACE = "in_place"  # nothing in savedir: use the file where it lies (local folder or cache)
+
+
+Source = Union[str, os.PathLike, FetchSource]
+
+
+def resolve_source(source: Source) -> FetchSource:
+    """Decide the kind of ``source``: URL by scheme, then an existing local path, then a Hub repo id.
+
+    A local path wins over a repo id of the same spelling; pass a :class:`FetchSource` to choose otherwise.
+
+    Example:
+        >>> resolve_source("https://example.org/models/asr").kind
+        <FetchFrom.URL: 'url'>
+    """
+    if isinstance(source, FetchSource):
+        return source
+    text = os.fspath(source)
+    if re.match(r"^https?://", text):
+        return FetchSource(FetchFrom.URL, text)
+    if os.path.exists(os.path.expanduser(text)):
+        return FetchSource(FetchFrom.LOCAL, text)
+    if _REPO_ID.match(text) and not text.startswith(".") and "/" in text:
+        return FetchSource(FetchFrom.HUGGING_FACE, text)
+    return FetchSource(FetchFrom.LOCAL, text)
+
+
+def describe(source: FetchSource, revision: Optional[str] = None) -> str:
+    """A human description of a source for messages, e.g. "Hugging Face repo 'org/x' (revision main)"."""
+    if source.kind is FetchFrom.HUGGING_FACE:
+        return f"Hugging Face repo '{source.path}' (revision {revision or 'main'})"
+    if source.kind is FetchFrom.URL:
+        return f"URL '{source.path}'"
+    return f"local folder '{source.path}'"
+
+
+def network_allowed(allow_network: bool = True) -> bool:
+    """False when the caller or ``HF_HUB_OFFLINE=1`` (read at call time) forbids network access."""
+    offline = os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
+    return bool(allow_network) and not offline
+
+
+def default_cache_dir() -> pathlib.Path:
+    """``$SPEECHKIT_CACHE``, else ``~/.cache/speechkit``."""
+    return pathlib.Path(os.environ.get("SPEECHKIT_CACHE") or pathlib.Path.home() / ".cache" / "speechkit")
+
+
+def fetch(
+    filename: str,
+    source: Source,
+    savedir: Optional[Union[str, os.PathLike]] = None,
+    strategy: Union[FetchStrategy, str] = FetchStrategy.SYMLINK,
+    revision: Optional[str] = None,
+    sha256: Optional[str] = None,
+    allow_network: bool = True,
+    save_filename: Optional[str] = None,
+    cache_dir: Optional[Union[str, os.PathLike]] = None,
+    lock_timeout_s: float = DEFAULT_LOCK_TIMEOUT_S,
+) -> pathlib.Path:
+    """Make ``filename`` from ``source`` available and return its path.
+
+    Args:
+        filename: the file's name inside the source (may contain ``/`` for a subfolder).
+        source: a local folder, a Hub repo id (``owner/name``), an http(s) URL of the folder holding the file,
+            or a :class:`FetchSource` forcing the kind.
+        savedir: where the file appears (as ``savedir/save_filename``); unused with ``IN_PLACE``.
+        strategy: ``symlink`` (default; falls back to a copy where the file system refuses links), ``copy``,
+            or ``in_place``.
+        revision: Hub branch, tag or commit (Hub sources only; default ``main``).
+        sha256: expected hex digest; a file that does not match is never returned.
+        allow_network: False (or ``HF_HUB_OFFLINE=1``) serves remote files from the cache only.
+        save_filename: the name in ``savedir`` (default: ``filename``).
+        cache_dir: download cache (default ``$SPEECHKIT_CACHE`` or ``~/.cache/speechkit``; Hub files go to
+            huggingface_hub's cache unless this is given, then to ``cache_dir/huggingface``).
+        lock_timeout_s: how long to wait for another process downloading the same file.
+
+    Returns:
+        The path of the usable file.
+
+    Raises:
+        FetchError: naming the file and the source (missing, offline, interrupted, checksum mismatch).
+    """
+    fetch_source = resolve_source(source)
+    strategy = FetchStrategy(strategy) if not isinstance(strategy, FetchStrategy) else strategy
+    if strategy is not FetchStrategy.IN_PLACE and savedir is None:
+        raise FetchError(f"fetching '{filename}' from {describe(fetch_source, revision)}: savedir is "
+                         f"required with strategy '{strategy.value}'")
+    online = network_allowed(allow_network)
+    if fetch_source.kind is FetchFrom.LOCAL:
+        stored = _local_file(filename, fetch_source)
+    elif fetch_source.kind is FetchFrom.HUGGING_FACE:
+        stored = _hub_file(filename, fetch_source, revision, online, cache_dir)
+    else:
+        stored = _url_file(filename, fetch_source, online, cache_dir, sha256, lock_timeout_s)
+    if sha256 is not None and fetch_source.kind is not FetchFrom.URL:  # URL downloads are checked on arrival
+        _check_sha256(stored, sha256, f"'{filename}' from {describe(fetch_source, revision)}")
+    if strategy is FetchStrategy.IN_PLACE:
+        return stored
+    destination = pathlib.Path(savedir) / (save_filename or filename)
+    place(stored, destination, strategy)
+    return destination
+
+
+# ----------------------------------------------------------------------------------------------- local
+def _local_file(filename: str, source: FetchSource) -> pathlib.Path:
+    path = pathlib.Path(os.path.expanduser(source.path)) / filename
+    if not path.is_file():
+        raise FetchError(f"cannot fetch '{filename}' from {describe(source)}: {path} does not exist")
+    return path
+
+
+# ------------------------------------------------------------------------------------------------- hub
+def _hub_cache_dir(cache_dir) -> Optional[str]:
+    """The Hub cache, read from the environment at call time (huggingface_hub reads it once at import)."""
+    if cache_dir is not None:
+        return str(pathlib.Path(cache_dir) / "huggingface")
+    if os.environ.get("HF_HUB_CACHE"):
+        return os.environ["HF_HUB_CACHE"]
+    if os.environ.get("HF_HOME"):
+        return os.path.join(os.environ["HF_HOME"], "hub")
+    return None
+
+
+def _hub_file(filename, source, revision, online, cache_dir) -> pathlib.Path:
+    from huggingface_hub import hf_hub_download
+    from huggingface_hub.errors import EntryNotFoundError, LocalEntryNotFoundError, RepositoryNotFoundError
+
+    where = f"'{filename}' from {describe(source, revision)}"
+    try:
+        path = hf_hub_download(
+            repo_id=source.path, filename=filename, revision=revision, cache_dir=_hub_cache_dir(cache_dir),
+            local_files_only=not online,
+            # Passed explicitly so that HF_ENDPOINT set after huggingface_hub was imported still counts.
+            endpoint=os.environ.get("HF_ENDPOINT") or None,
+        )
+    except LocalEntryNotFoundError as error:
+        if not online:
+            cache = _hub_cache_dir(cache_dir) or "(huggingface_hub default)"
+            raise FetchError(f"offline (HF_HUB_OFFLINE=1 or allow_network=False): {where} is not in the "
+                             f"cache {cache}; fetch it once on a machine with network access into the same "
+                             "cache") from None
+        raise FetchError(f"cannot fetch {where}: the Hub is unreachable and the file is not cached "
+                         f"({error})") from None
+    except EntryNotFoundError:
+        raise FetchError(f"cannot fetch {where}: the repo has no such file") from None
+    except RepositoryNotFoundError:
+        raise FetchError(f"cannot fetch {where}: no such repo (or it is private and no token was "
+                         "given)") from None
+    except (OSError, ValueError) as error:
+        raise FetchError(f"cannot fetch {where}: {error}") from None
+    except Exception as error:  # huggingface_hub's HTTP errors derive from its own hierarchy
+        raise FetchError(f"cannot fetch {where}: {type(error).__name__}: {error}") from None
+    return pathlib.Path(path)
+
+
+# ------------------------------------------------------------------------------------------------- url
+def url_of(source: FetchSource, filename: str) -> str:
+    """The URL of ``filename`` inside the URL folder ``source``."""
+    return source.path.rstrip("/") + "/" + urllib.parse.quote(filename)
+
+
+def url_cache_path(url: str, filename: str, cache_dir=None) -> pathlib.Path:
+    """Where a download from ``url`` is cached."""
+    root = pathlib.Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    return root / "url" / hashlib.sha256(url.encode()).hexdigest()[:24] / pathlib.Path(filename).name
+
+
+def _url_file(filename, source, online, cache_dir, sha256, lock_timeout_s) -> pathlib.Path:
+    url = url_of(source, filename)
+    cached = url_cache_path(url, filename, cache_dir)
+    where = f"'{filename}' from URL '{url}'"
+    if _is_usable(cached, sha256):  # fast path: no lock, works on read-only caches
+        return cached
+    if not online:
+        raise FetchError(f"offline (HF_HUB_OFFLINE=1 or allow_network=False): {where} is not in the cache "
+                         f"{cached}; fetch it once on a machine with network access into the same cache")
+    cached.parent.mkdir(parents=True, exist_ok=True)
+    with _lock(cached, lock_timeout_s, where):
+        if _is_usable(cached, sha256):  # another process finished it while we waited
+            return cached
+        _download(url, cached, sha256, where)
+    return cached
+
+
+def _is_usable(path: pathlib.Path, sha256: Optional[str]) -> bool:
+    if not path.is_file():
+        return False
+    return sha256 is None or _file_sha256(path) == sha256.lower()
+
+
+def _lock(path: pathlib.Path, timeout_s: float, where: str):
+    # Group-writable, so that users sharing a cache can wait on each other's locks.
+    lock = filelock.FileLock(str(path) + ".lock", timeout=timeout_s, mode=0o664)
+
+    class _Guard:
+        def __enter__(self):
+            try:
+                lock.acquire()
+            except filelock.Timeout:
+                raise FetchError(f"cannot fetch {where}: another process held the download lock "
+                                 f"{lock.lock_file} for {timeout_s:.0f} s") from None
+            return self
+
+        def __exit__(self, *exc):
+            lock.release()
+
+    return _Guard()
+
+
+def _download(url: str, destination: pathlib.Path, sha256: Optional[str], where: str) -> None:
+    """Stream ``url`` to a temporary file beside ``destination``; rename it only when complete and checked."""
+    handle, tmp_name = tempfile.mkstemp(dir=destination.parent, prefix=f".{destination.name}.",
+                                        suffix=".part")
+    digest = hashlib.sha256()
+    received = 0
+    try:
+        with os.fdopen(handle, "wb") as out:
+            try:
+                with urllib.request.urlopen(url, timeout=60) as response:
+                    expected = response.headers.get("Content-Length")
+                    while True:
+                        chunk = response.read(_CHUNK_BYTES)
+                        if not chunk:
+                            break
+                        out.write(chunk)
+                        digest.update(chunk)
+                        received += len(chunk)
+            except urllib.error.HTTPError as error:
+                raise FetchError(f"cannot fetch {where}: HTTP {error.code} {error.reason}") from None
+            except (urllib.error.URLError, http.client.HTTPException, OSError) as error:
+                raise FetchError(f"cannot fetch {where}: download interrupted after {received} bytes "
+                                 f"({type(error).__name__}: {error})") from None
+            if expected is not None and received != int(expected):
+                raise FetchError(f"cannot fetch {where}: got {received} of {expected} bytes")
+            out.flush()
+            os.fsync(out.fileno())
+        if sha256 is not None and digest.hexdigest() != sha256.lower():
+            raise FetchError(f"cannot fetch {where}: sha256 {digest.hexdigest()} does not match the expected "
+                             f"{sha256.lower()}")
+        os.replace(tmp_name, destination)
+    finally:
+        if os.path.exists(tmp_name):
+            os.unlink(tmp_name)
+
+
+def _file_sha256(path: pathlib.Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(_CHUNK_BYTES), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _check_sha256(path: pathlib.Path, expected: str, where: str) -> None:
+    actual = _file_sha256(path)
+    if actual != expected.lower():
+        raise FetchError(f"{where}: sha256 of {path} is {actual}, expected {expected.lower()}")
+
+
+# ---------------------------------------------------------------------------------------------- placing
+def place(stored: pathlib.Path, destination: pathlib.Path, strategy: FetchStrategy) -> None:
+    """Make ``destination`` a link to (or a copy of) ``stored``, replacing what was there atomically.
+
+    Links point at the real file (``stored`` resolved through any symlinks, as in the Hub cache) so they keep
+    working whatever the working directory. Where the file system refuses links, a copy is made instead.
+    """
+    target = pathlib.Path(os.path.realpath(stored))
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    if os.path.lexists(destination) and os.path.realpath(destination) == str(target):
+        if strategy is FetchStrategy.SYMLINK or not destination.is_symlink():
+            return  # already the file itself, or already a link to it
+    if strategy is FetchStrategy.COPY and _same_copy(target, destination):
+        return
+    tmp = destination.with_name(f".{destination.name}.{os.getpid()}.tmp")
+    if os.path.lexists(tmp):
+        os.unlink(tmp)
+    if strategy is FetchStrategy.SYMLINK:
+        try:
+            os.symlink(target, tmp)
+        except OSError as error:
+            logger.warning("cannot link %s -> %s (%s); copying instead", destination, target, error)
+            strategy = FetchStrategy.COPY
+    if strategy is FetchStrategy.COPY:
+        shutil.copy2(target, tmp)
+    os.replace(tmp, destination)
+
+
+def _same_copy(target: pathlib.Path, destination: pathlib.Path) -> bool:
+    if destination.is_symlink() or not destination.is_file():
+        return False
+    a, b = target.stat(), destination.stat()
+    return a.st_size == b.st_size and int(a.st_mtime) == int(b.st_mtime)

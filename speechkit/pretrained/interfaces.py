@@ -1,0 +1,266 @@
+"""Ready-to-use models: load a model folder from any source and transcribe audio in three lines.
+
+Example:
+    >>> from speechkit.pretrained import EncoderASR
+    >>> asr = EncoderASR.from_hparams("org/asr-ctc", savedir="pretrained/asr-ctc")  # doctest: +SKIP
+    >>> asr.transcribe_file("utt1.flac")                                              # doctest: +SKIP
+    'HELLO WORLD'
+
+A model folder (see docs/pretrained.md) holds ``hyperparams.yaml`` declaring ``sample_rate``, ``modules``
+(a dict of ``nn.Module``), ``encoder_pipeline`` (the module names the waveform goes through, in order), a
+``tokenizer`` (anything with ``decode_ids(list[int]) -> str``), ``decoding`` settings, an optional ``decoder``
+(a search object), an optional ``interface`` (``EncoderASR`` or ``EncoderDecoderASR``, used by
+``Pretrained.from_hparams``), and a ``pretrainer`` naming the weight files; plus those files.
+"""
+from __future__ import annotations
+
+import inspect
+import logging
+import os
+import pathlib
+import re
+from typing import Optional, Union
+
+import torch
+
+from speechkit.data import audio
+from speechkit.decoding.ctc import ctc_greedy_decode
+from speechkit.errors import HparamsError
+from speechkit.hparams import load_hparams
+from speechkit.pretrained.fetching import (
+    FetchFrom,
+    FetchStrategy,
+    default_cache_dir,
+    describe,
+    fetch,
+    resolve_source,
+)
+
+logger = logging.getLogger(__name__)
+
+
+class Pretrained(torch.nn.Module):
+    """Base of the inference interfaces: holds the modules, hparams and device; knows the model's audio rate.
+
+    Args:
+        modules: name -> ``nn.Module``.
+        hparams: the loaded hyperparams (a dict).
+        run_opts: a :class:`speechkit.RunOptions` or a dict; only ``device`` is used (default ``cpu``).
+    """
+
+    #: hparams keys this interface needs.
+    REQUIRED_KEYS: tuple = ("modules", "sample_rate")
+
+    def __init__(self, modules: dict, hparams: dict, run_opts=None, source_description: str = "hyperparams"):
+        super().__init__()
+        for key in self.REQUIRED_KEYS:
+            if key not in hparams:
+                raise HparamsError(f"{source_description}: key '{key}' is required by {type(self).__name__}")
+        self.hparams = hparams
+        self.mods = torch.nn.ModuleDict(modules)
+        self.device = torch.device(_option(run_opts, "device") or "cpu")
+        self.sample_rate = int(hparams["sample_rate"])
+        self.mods.to(self.device).eval()
+
+    # ------------------------------------------------------------------------------------------ loading
+    @classmethod
+    def from_hparams(cls, source, savedir=None, hparams_file: str = "hyperparams.yaml", overrides=None,
+                     run_opts=None, trust_remote_code: bool = False, revision: Optional[str] = None,
+                     strategy: Union[FetchStrategy, str] = FetchStrategy.SYMLINK, allow_network: bool = True,
+                     cache_dir=None):
+        """Fetch a model folder's ``hyperparams.yaml`` and files, build the modules and load the weights.
+
+        Args:
+            source: local folder, Hub repo id, URL of the folder, or a ``FetchSource``.
+            savedir: where the model's files appear (default: the model's own folder for a local source, else
+                ``<cache>/models/<source>``).
+            hparams_file: name of the YAML in the source.
+            overrides: dict of YAML overrides (trusted: they come from the caller).
+            run_opts: device choice (``{"device": "cuda:0"}`` or a RunOptions).
+            trust_remote_code: let a YAML from a non-local source build any object.
+            revision: Hub revision (branch, tag or commit).
+            strategy: how fetched files appear in ``savedir`` (symlink, copy, in_place).
+            allow_network: False serves remote sources from the cache only.
+
+        Raises:
+            UnsafeSourceError: a remote YAML asks for an object outside the allowlist (naming tag and file).
+            FetchError, HparamsError, CheckpointError: naming the file, key or source at fault.
+        """
+        fetch_source = resolve_source(source)
+        local = fetch_source.kind is FetchFrom.LOCAL
+        if savedir is None:
+            strategy = FetchStrategy.IN_PLACE if local else strategy
+            savedir = None if local else default_cache_dir() / "models" / _slug(fetch_source.path)
+        elif pathlib.Path(savedir).exists() and local and os.path.samefile(savedir, fetch_source.path):
+            strategy = FetchStrategy.IN_PLACE
+        where = f"{hparams_file} from {describe(fetch_source, revision)}"
+        common = dict(revision=revision, allow_network=allow_network, cache_dir=cache_dir)
+        yaml_path = fetch(hparams_file, fetch_source, savedir, strategy=strategy, **common)
+        text = pathlib.Path(yaml_path).read_text()
+        if not (local or trust_remote_code):
+            from speechkit.pretrained.safety import check_yaml_is_safe
+
+            check_yaml_is_safe(text, where)
+        try:
+            hparams = load_hparams(yaml_path, overrides)
+        except HparamsError as error:
+            raise HparamsError(f"{where}: {error}") from None
+        pretrainer = hparams.get("pretrainer")
+        if pretrainer is not None:
+            collect_in = savedir if savedir is not None else pathlib.Path(yaml_path).parent
+            pretrainer.set_collect_in(collect_in)
+            pretrainer.strategy = FetchStrategy(strategy) if isinstance(strategy, str) else strategy
+            if pretrainer.revision is None:
+                pretrainer.revision = revision
+            pretrainer.collect_files(default_source=fetch_source, allow_network=allow_network,
+                                     cache_dir=cache_dir)
+            pretrainer.load_collected()
+        interface = cls._declared_interface(hparams, where)
+        if "modules" not in hparams:
+            raise HparamsError(f"{where}: key 'modules' is required by {interface.__name__}")
+        return interface(hparams["modules"], hparams, run_opts=run_opts, source_description=where)
+
+    @classmethod
+    def _declared_interface(cls, hparams: dict, where: str) -> type:
+        """The class to build: ``cls``, or, called on ``Pretrained`` itself, the YAML's ``interface`` key."""
+        if cls is not Pretrained:
+            return cls
+        name = hparams.get("interface", "EncoderASR")
+        interfaces = {c.__name__: c for c in (EncoderASR, EncoderDecoderASR)}
+        if name not in interfaces:
+            raise HparamsError(f"{where}: key 'interface' is {name!r}; expected one of "
+                               f"{', '.join(interfaces)}")
+        return interfaces[name]
+
+    # -------------------------------------------------------------------------------------------- audio
+    def load_audio(self, path) -> torch.Tensor:
+        """Read any file soundfile reads, average the channels and resample to the model's rate.
+
+        Returns:
+            float32 tensor (time,) at ``self.sample_rate``.
+        """
+        waveform, rate = audio.read_with_rate(path)
+        if waveform.dim() == 2:
+            waveform = waveform.mean(dim=1)
+        if rate != self.sample_rate:
+            waveform = audio.resample(waveform, rate, self.sample_rate)
+        return waveform.to(torch.float32)
+
+    def _prepare(self, wavs: torch.Tensor, lengths: Optional[torch.Tensor]) -> tuple:
+        if wavs.dim() == 1:
+            wavs = wavs.unsqueeze(0)
+        if lengths is None:
+            lengths = torch.full((wavs.shape[0],), wavs.shape[1], dtype=torch.int64)
+        lengths = torch.as_tensor(lengths)
+        if lengths.is_floating_point():
+            raise ValueError("lengths must be absolute int64 sample counts, not relative lengths")
+        return wavs.to(self.device, torch.float32), lengths.to(self.device, torch.int64)
+
+
+class EncoderASR(Pretrained):
+    """A CTC model: waveform -> ``encoder_pipeline`` -> per-frame scores -> greedy (or ``decoder``) search.
+
+    Each module of ``encoder_pipeline`` is called as ``module(x, lengths)`` when its ``forward`` takes two
+    arguments, else as ``module(x)``, and returns ``(y, new_lengths)`` or just ``y`` (same lengths). The last
+    output is ``(batch, frames, vocabulary)`` scores.
+    """
+
+    REQUIRED_KEYS = ("modules", "sample_rate", "encoder_pipeline", "tokenizer")
+
+    @torch.no_grad()
+    def encode_batch(self, wavs: torch.Tensor, lengths: Optional[torch.Tensor] = None) -> tuple:
+        """Run the encoder pipeline.
+
+        Args:
+            wavs: (batch, time) float waveforms at the model's rate, zero-padded.
+            lengths: (batch,) int64 valid samples per item.
+
+        Returns:
+            ``(outputs, out_lengths)``: (batch, frames, dim) and (batch,) int64.
+        """
+        x, lengths = self._prepare(wavs, lengths)
+        for name in self.hparams["encoder_pipeline"]:
+            if name not in self.mods:
+                raise HparamsError(f"encoder_pipeline names '{name}', which is not in modules "
+                                   f"({', '.join(self.mods)})")
+            module = self.mods[name]
+            out = module(x, lengths) if _takes_lengths(module) else module(x)
+            x, lengths = (out[0], out[1]) if isinstance(out, tuple) else (out, lengths)
+        return x, torch.as_tensor(lengths).to(torch.int64)
+
+    @torch.no_grad()
+    def transcribe_batch(self, wavs: torch.Tensor, lengths: Optional[torch.Tensor] = None) -> tuple:
+        """Transcribe a padded batch.
+
+        Returns:
+            ``(texts, token_ids)``: a list of strings and a list of lists of token ids, one per item.
+        """
+        scores, out_lengths = self.encode_batch(wavs, lengths)
+        decoder = self.hparams.get("decoder")
+        if decoder is not None:
+            tokens = decoder(scores, out_lengths)
+            tokens = tokens[0] if isinstance(tokens, tuple) else tokens
+        else:
+            blank = int(self.hparams.get("decoding", {}).get("blank_index", 0))
+            tokens = ctc_greedy_decode(scores, out_lengths, blank)
+        tokens = [[int(t) for t in seq] for seq in tokens]
+        return [_decode(self.hparams["tokenizer"], seq) for seq in tokens], tokens
+
+    def transcribe_file(self, path) -> str:
+        """Transcribe one audio file; returns its text."""
+        waveform = self.load_audio(path)
+        texts, _ = self.transcribe_batch(waveform.unsqueeze(0), torch.tensor([waveform.shape[0]]))
+        return texts[0]
+
+    def forward(self, wavs: torch.Tensor, lengths: Optional[torch.Tensor] = None) -> tuple:
+        """``model(wavs, lengths)`` transcribes a padded batch (see :meth:`transcribe_batch`)."""
+        return self.transcribe_batch(wavs, lengths)
+
+
+class EncoderDecoderASR(EncoderASR):
+    """An attention encoder-decoder model: the encoder pipeline, then ``decoder`` (a search object called as
+    ``decoder(encoder_out, encoder_lengths)`` returning token-id hypotheses, optionally with scores)."""
+
+    REQUIRED_KEYS = ("modules", "sample_rate", "encoder_pipeline", "tokenizer", "decoder")
+
+    @torch.no_grad()
+    def transcribe_batch(self, wavs: torch.Tensor, lengths: Optional[torch.Tensor] = None) -> tuple:
+        encoded, out_lengths = self.encode_batch(wavs, lengths)
+        hyps = self.hparams["decoder"](encoded, out_lengths)
+        hyps = hyps[0] if isinstance(hyps, tuple) else hyps
+        tokens = [[int(t) for t in seq] for seq in hyps]
+        return [_decode(self.hparams["tokenizer"], seq) for seq in tokens], tokens
+
+
+# ------------------------------------------------------------------------------------------------ helpers
+def _option(run_opts, name):
+    if run_opts is None:
+        return None
+    if isinstance(run_opts, dict):
+        return run_opts.get(name)
+    return getattr(run_opts, name, None)
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "--", text).strip("-") or "model"
+
+
+def _decode(tokenizer, ids: list) -> str:
+    """Text of ids: SentencePiece-style ``decode_ids``, label encoders' ``decode_text``, or ``decode``."""
+    for method in ("decode_ids", "decode_text", "decode"):
+        if hasattr(tokenizer, method):
+            text = getattr(tokenizer, method)(ids)
+            if isinstance(text, str):
+                return text
+    raise HparamsError(f"tokenizer {type(tokenizer).__name__} has no decode_ids(ids) or decode_text(ids) "
+                       "method returning a string")
+
+
+def _takes_lengths(module) -> bool:
+    """Whether ``module.forward`` accepts a second positional argument (the lengths)."""
+    try:
+        parameters = inspect.signature(module.forward).parameters.values()
+    except (TypeError, ValueError):
+        return True
+    positional = [p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return len(positional) >= 2 or any(p.kind is p.VAR_POSITIONAL for p in parameters)

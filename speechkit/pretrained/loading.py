@@ -1,0 +1,106 @@
+"""Load weights safely and put them into modules, reporting what did not fit.
+
+Weights are tensors, never code: ``.safetensors`` files load with safetensors, every other file with
+``torch.load(weights_only=True)``, which refuses pickled objects other than tensors and plain containers.
+
+Example:
+    >>> import torch
+    >>> report = load_into(torch.nn.Linear(2, 2), {"weight": torch.zeros(2, 2)}, "w.ckpt", partial=True)
+    >>> report.missing
+    ['bias']
+"""
+from __future__ import annotations
+
+import os
+import pathlib
+from dataclasses import dataclass, field
+
+import torch
+
+from speechkit.errors import CheckpointError
+
+
+@dataclass
+class LoadReport:
+    """What happened when a file was loaded into an object (keys are state-dict keys)."""
+
+    path: str
+    missing: list = field(default_factory=list)  # in the module, not in the file
+    unexpected: list = field(default_factory=list)  # in the file, not in the module
+    mismatched: list = field(default_factory=list)  # in both, with different shapes (skipped)
+
+    @property
+    def complete(self) -> bool:
+        return not (self.missing or self.unexpected or self.mismatched)
+
+
+def load_weights(path) -> dict:
+    """Read a state dict (name -> tensor) from ``path`` without running any pickled code.
+
+    Raises:
+        CheckpointError: naming the file when it is missing, not a weights file, or holds pickled objects.
+    """
+    path = pathlib.Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"{path}: weights file not found")
+    try:
+        if path.suffix == ".safetensors":
+            from safetensors.torch import load_file
+
+            return load_file(os.fspath(path), device="cpu")
+        return torch.load(os.fspath(path), map_location="cpu", weights_only=True)
+    except Exception as error:  # pickle and safetensors raise many unrelated types
+        first_line = (str(error).splitlines() or [""])[0][:300]
+        raise CheckpointError(f"{path}: cannot be loaded as weights (only tensors and plain containers are "
+                              f"accepted; {type(error).__name__}: {first_line})") from None
+
+
+def save_weights(state_dict: dict, path) -> None:
+    """Write ``state_dict`` as safetensors (``.safetensors``) or with torch.save (any other suffix)."""
+    path = pathlib.Path(path)
+    tensors = {k: v.detach().cpu().contiguous() for k, v in state_dict.items()}
+    if path.suffix == ".safetensors":
+        from safetensors.torch import save_file
+
+        save_file(tensors, os.fspath(path))
+    else:
+        torch.save(tensors, os.fspath(path))
+
+
+def load_into(obj, state_dict: dict, path, partial: bool = False) -> LoadReport:
+    """Load ``state_dict`` (read from ``path``) into ``obj``.
+
+    With ``partial=False`` every key must match in name and shape, else :class:`CheckpointError` lists the
+    differences. With ``partial=True`` matching tensors load, and the rest is reported (for fine-tuning from
+    a model with, e.g., another output vocabulary).
+    """
+    report = LoadReport(str(path))
+    if not isinstance(obj, torch.nn.Module):
+        obj.load_state_dict(state_dict)
+        return report
+    own = obj.state_dict()
+    report.missing = sorted(k for k in own if k not in state_dict)
+    report.unexpected = sorted(k for k in state_dict if k not in own)
+    report.mismatched = sorted(k for k in state_dict
+                               if k in own and tuple(own[k].shape) != tuple(state_dict[k].shape))
+    if not partial and not report.complete:
+        raise CheckpointError(f"{path}: does not fit {type(obj).__name__}: {_describe(report)} "
+                              "(load with partial=True to load the matching part)")
+    fitting = {k: v for k, v in state_dict.items() if k in own and k not in report.mismatched}
+    obj.load_state_dict(fitting, strict=False)
+    return report
+
+
+def _describe(report: LoadReport, limit: int = 5) -> str:
+    parts = []
+    for name in ("missing", "unexpected", "mismatched"):
+        keys = getattr(report, name)
+        if keys:
+            shown = ", ".join(keys[:limit]) + (f", ... ({len(keys)} in all)" if len(keys) > limit else "")
+            parts.append(f"{name} keys: {shown}")
+    return "; ".join(parts)
+
+
+def describe_report(report: LoadReport) -> str:
+    """One line for logs, e.g. 'missing keys: out.bias; mismatched keys: out.weight'."""
+    return _describe(report) or "all keys loaded"

@@ -1,0 +1,236 @@
+"""Pretrainer: gather a model's files from any mix of sources and load them into the objects that use them.
+
+Example (in a hyperparams YAML)::
+
+    pretrainer: !new:speechkit.pretrained.Pretrainer
+      collect_in: !ref <save_folder>/pretrained
+      loadables:
+        encoder: !ref <encoder>
+        lm: !ref <lm>
+      paths:
+        encoder: org/asr-model/encoder.safetensors          # a Hub repo
+        lm: https://example.org/lms/lm.ckpt                   # a URL
+
+and in Python::
+
+    pretrainer.collect_files()    # once per machine under DDP; other ranks wait
+    reports = pretrainer.load_collected()
+
+A ``paths`` value is ``"<source>/<filename>"`` (split at the last ``/``), a bare filename (looked up in the
+``default_source`` given to :meth:`Pretrainer.collect_files`, which is how a model folder names its own
+files), or a :class:`~speechkit.pretrained.fetching.FetchSource` whose path ends with the filename. A loadable
+without a path is looked up as ``<name>.ckpt`` in the default source.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import pathlib
+from typing import Callable, Optional, Union
+
+import torch
+
+from speechkit.errors import CheckpointError, FetchError
+from speechkit.pretrained.fetching import FetchSource, FetchStrategy, fetch, resolve_source
+from speechkit.pretrained.loading import LoadReport, describe_report, load_into, load_weights
+
+logger = logging.getLogger(__name__)
+
+
+class Pretrainer:
+    """Collects files into ``collect_in`` and loads them into ``loadables``.
+
+    Args:
+        collect_in: folder where the files appear (links or copies, see ``strategy``).
+        loadables: name -> object: an ``nn.Module`` or anything with ``load_state_dict`` (weights files),
+            anything with ``load_checkpoint(path)`` (e.g. a tokenizer), or an object whose class has a
+            ``load(path)`` constructor (e.g. a label encoder; the instance takes the loaded state).
+        paths: name -> where its file comes from (see the module docstring).
+        custom_hooks: name -> ``hook(obj, path)`` replacing the default loading for that name.
+        strategy: how files appear in ``collect_in`` (``symlink``, ``copy``, ``in_place``).
+        sha256: name -> expected hex digest of its file.
+        revision: Hub revision used for files of a Hub source given without one.
+    """
+
+    def __init__(self, collect_in: Union[str, os.PathLike] = "model_checkpoints",
+                 loadables: Optional[dict] = None, paths: Optional[dict] = None,
+                 custom_hooks: Optional[dict] = None,
+                 strategy: Union[FetchStrategy, str] = FetchStrategy.SYMLINK, sha256: Optional[dict] = None,
+                 revision: Optional[str] = None):
+        self.collect_in = pathlib.Path(collect_in)
+        self.loadables = dict(loadables or {})
+        self.paths = dict(paths or {})
+        self.custom_hooks = dict(custom_hooks or {})
+        self.strategy = FetchStrategy(strategy) if not isinstance(strategy, FetchStrategy) else strategy
+        self.sha256 = dict(sha256 or {})
+        self.revision = revision
+        self.collected: dict = {}
+        unknown = set(self.paths) - set(self.loadables)
+        if unknown:
+            raise FetchError(f"Pretrainer: paths {sorted(unknown)} name no loadable "
+                             f"(loadables: {sorted(self.loadables)})")
+
+    def set_collect_in(self, path) -> None:
+        self.collect_in = pathlib.Path(path)
+
+    def add_loadables(self, loadables: dict) -> None:
+        self.loadables.update(loadables)
+
+    def add_paths(self, paths: dict) -> None:
+        self.paths.update(paths)
+
+    def add_custom_hooks(self, hooks: dict) -> None:
+        self.custom_hooks.update(hooks)
+
+    # ----------------------------------------------------------------------------------------- collect
+    def locate(self, name: str, default_source=None) -> tuple:
+        """``(source, filename)`` of loadable ``name``."""
+        spec = self.paths.get(name)
+        if spec is None:
+            if default_source is None:
+                raise FetchError(f"Pretrainer: no path for '{name}' and no default source")
+            return default_source, f"{name}.ckpt"
+        if isinstance(spec, FetchSource):
+            head, _, filename = spec.path.rstrip("/").rpartition("/")
+            return FetchSource(spec.kind, head), filename
+        text = os.fspath(spec)
+        if "/" not in text:
+            return (default_source if default_source is not None else "."), text
+        head, _, filename = text.rstrip("/").rpartition("/")
+        return head, filename
+
+    def collect_files(self, default_source=None, allow_network: bool = True,
+                      cache_dir=None) -> dict:
+        """Fetch every loadable's file; return name -> path.
+
+        Under DDP, the first process of each machine (local rank 0) downloads while the others wait on the
+        download lock and then find the files cached; the outcome is agreed across ranks, so a failure on one
+        process raises on all of them instead of leaving the others waiting.
+        """
+        dist = _distributed()
+        ctx = dist.context() if dist is not None else None
+        if ctx is None or not ctx.is_distributed:
+            self.collected = self._collect(default_source, allow_network, cache_dir)
+            return self.collected
+        # Non-first local ranks wait for local rank 0 by a barrier-free route: every fetch takes the cache's
+        # file lock, so whoever comes first downloads once and the others reuse it.
+        error = None
+        try:
+            self.collected = self._collect(default_source, allow_network, cache_dir)
+        except Exception as exc:  # reported to every rank below
+            error = f"rank {ctx.rank}: {exc}"
+        errors = [e for e in dist.all_gather_object(error) if e]
+        if errors:
+            raise FetchError("Pretrainer.collect_files failed: " + "; ".join(errors))
+        return self.collected
+
+    def _collect(self, default_source, allow_network, cache_dir) -> dict:
+        collected, used = {}, set()
+        for name in self.loadables:
+            source, filename = self.locate(name, default_source)
+            saved = pathlib.Path(filename).name
+            if saved in used:  # two loadables with files of one name (from different sources)
+                saved = f"{name}.{saved}"
+            used.add(saved)
+            collected[name] = fetch(filename, resolve_source(source), self.collect_in, strategy=self.strategy,
+                                    revision=self.revision, sha256=self.sha256.get(name),
+                                    allow_network=allow_network, save_filename=saved, cache_dir=cache_dir)
+        return collected
+
+    # -------------------------------------------------------------------------------------------- load
+    def load_collected(self, partial: Union[bool, list, set] = False) -> dict:
+        """Load each collected file into its loadable; return name -> :class:`LoadReport`.
+
+        Args:
+            partial: True (every loadable) or a collection of names whose files may fit only in part; their
+                missing, unexpected and shape-mismatched keys are logged instead of raising.
+        """
+        if not self.collected:
+            raise FetchError("Pretrainer.load_collected: call collect_files() first")
+        reports = {}
+        for name, path in self.collected.items():
+            obj = self.loadables[name]
+            is_partial = partial is True or (not isinstance(partial, bool) and name in partial)
+            reports[name] = self._load_one(name, obj, path, is_partial)
+            if not reports[name].complete:
+                logger.warning("pretrained '%s' from %s loaded partially: %s", name, path,
+                               describe_report(reports[name]))
+        return reports
+
+    def _load_one(self, name: str, obj, path, partial: bool) -> LoadReport:
+        hook: Optional[Callable] = self.custom_hooks.get(name)
+        if hook is not None:
+            hook(obj, path)
+            return LoadReport(str(path))
+        if not isinstance(obj, torch.nn.Module) and hasattr(obj, "load_checkpoint"):
+            obj.load_checkpoint(path)
+            return LoadReport(str(path))
+        if not hasattr(obj, "load_state_dict") and callable(getattr(type(obj), "load", None)):
+            # A class with a `load(path)` constructor (e.g. LabelEncoder): other objects hold references to
+            # this instance, so it takes the loaded instance's state rather than being replaced.
+            loaded = type(obj).load(path)
+            if type(loaded) is not type(obj):
+                raise CheckpointError(f"{path}: {type(obj).__name__}.load gave a {type(loaded).__name__}")
+            vars(obj).update(vars(loaded))
+            return LoadReport(str(path))
+        return load_into(obj, load_weights(path), path, partial=partial)
+
+
+def _distributed():
+    """speechkit.distributed when it is available (imported lazily: it sits in a lower layer)."""
+    try:
+        from speechkit import distributed as dist
+
+        dist.context  # noqa: B018 (probe the pinned interface)
+        return dist
+    except (ImportError, AttributeError):
+        return None
+
+
+def declared_files(yaml_text: str, where: str = "hyperparams.yaml") -> dict:
+    """Read, without building anything, the files a YAML's ``pretrainer`` names: loadable name -> path spec.
+
+    Values are path strings or :class:`FetchSource`; a loadable without a path gets ``<name>.ckpt``. Used to
+    pre-fetch a whole model (``speechkit fetch``) and to export one, where nothing may be constructed yet.
+
+    Example:
+        >>> declared_files("pretrainer: !new:speechkit.pretrained.Pretrainer\\n"
+        ...                "  loadables: {enc: !ref <enc>}\\n  paths: {enc: enc.safetensors}\\n")
+        {'enc': 'enc.safetensors'}
+    """
+    import yaml
+
+    try:
+        root = yaml.compose(yaml_text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError as error:
+        raise FetchError(f"{where}: not valid YAML ({error})") from None
+    node = _child(root, "pretrainer")
+    if node is None:
+        return {}
+    names = [key.value for key, _ in _items(_child(node, "loadables"))]
+    specs = {}
+    for key, value in _items(_child(node, "paths")):
+        if isinstance(value, yaml.ScalarNode) and not value.tag.startswith("!"):
+            specs[key.value] = value.value
+        elif value.tag.endswith("FetchSource"):
+            if isinstance(value, yaml.SequenceNode):
+                specs[key.value] = FetchSource(*[v.value for v in value.value])
+            else:
+                specs[key.value] = FetchSource(**{k.value: v.value for k, v in value.value})
+        else:
+            raise FetchError(f"{where}, line {value.start_mark.line + 1}: pretrainer path of '{key.value}' "
+                             "must be a plain string or a FetchSource to be listed without building the YAML")
+    return {name: specs.get(name, f"{name}.ckpt") for name in dict.fromkeys(names + list(specs))}
+
+
+def _child(node, name):
+    for key, value in _items(node):
+        if key.value == name:
+            return value
+    return None
+
+
+def _items(node):
+    import yaml
+
+    return node.value if isinstance(node, yaml.MappingNode) else []

@@ -1,0 +1,172 @@
+"""Learning-rate schedules, declared in YAML and stepped by :class:`speechkit.Brain`.
+
+Each scheduler has an ``interval``: ``"batch"`` schedules are stepped after every optimizer step, ``"epoch"``
+schedules after the validation stage (with the validation loss as the metric). They are recoverable
+(``state_dict``/``load_state_dict``), so a resumed run continues the same schedule. Give one to a recipe
+as the
+top-level key ``lr_scheduler``::
+
+    lr_scheduler: !new:speechkit.schedulers.NoamScheduler
+        lr_initial: 0.001
+        n_warmup_steps: 2500
+
+Example:
+    >>> opt = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
+    >>> sched = WarmupCosineScheduler(lr_peak=1.0, warmup_steps=2, total_steps=4)
+    >>> [round(sched.step(opt)[1], 3) for _ in range(4)]
+    [1.0, 0.5, 0.0, 0.0]
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+import torch
+
+
+def set_learning_rate(optimizer: torch.optim.Optimizer, lr: float) -> None:
+    for group in optimizer.param_groups:
+        group["lr"] = lr
+
+
+class Scheduler:
+    """Base class: ``lr_for(steps)`` gives the rate after ``steps`` calls of :meth:`step`."""
+
+    interval = "batch"
+
+    def __init__(self):
+        self.steps = 0
+
+    def lr_for(self, steps: int) -> float:
+        raise NotImplementedError
+
+    def current_lr(self) -> float:
+        return self.lr_for(self.steps)
+
+    def apply(self, optimizer: torch.optim.Optimizer) -> None:
+        """Set the optimizer's rate to the schedule's current value (at fit start and after recovery)."""
+        set_learning_rate(optimizer, self.current_lr())
+
+    def step(self, optimizer: torch.optim.Optimizer, metric: Optional[float] = None) -> tuple:
+        """Advance one step (batch or epoch) and set the new rate; returns ``(old_lr, new_lr)``."""
+        old = optimizer.param_groups[0]["lr"]
+        self.steps += 1
+        new = self.current_lr()
+        set_learning_rate(optimizer, new)
+        return old, new
+
+    def state_dict(self) -> dict:
+        return {"steps": self.steps}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.steps = int(state["steps"])
+
+
+class NoamScheduler(Scheduler):
+    """Linear warmup then inverse square root decay (the Transformer schedule); peaks at ``lr_initial``.
+
+    ``lr(s) = lr_initial * min(s / warmup, sqrt(warmup / s))`` for step ``s >= 1`` (``s`` counts from 1,
+    so the
+    first update already uses a small non-zero rate).
+    """
+
+    interval = "batch"
+
+    def __init__(self, lr_initial: float, n_warmup_steps: int):
+        super().__init__()
+        if n_warmup_steps < 1:
+            raise ValueError("n_warmup_steps must be >= 1")
+        self.lr_initial, self.n_warmup_steps = float(lr_initial), int(n_warmup_steps)
+
+    def lr_for(self, steps: int) -> float:
+        s = steps + 1  # the rate used by the next update
+        return self.lr_initial * min(s / self.n_warmup_steps, math.sqrt(self.n_warmup_steps / s))
+
+
+class WarmupCosineScheduler(Scheduler):
+    """Linear warmup from 0 to ``lr_peak`` over ``warmup_steps``, then cosine decay to ``lr_min`` at
+    ``total_steps`` (held there after)."""
+
+    interval = "batch"
+
+    def __init__(self, lr_peak: float, warmup_steps: int, total_steps: int, lr_min: float = 0.0):
+        super().__init__()
+        if total_steps <= warmup_steps:
+            raise ValueError("total_steps must exceed warmup_steps")
+        self.lr_peak, self.lr_min = float(lr_peak), float(lr_min)
+        self.warmup_steps, self.total_steps = int(warmup_steps), int(total_steps)
+
+    def lr_for(self, steps: int) -> float:
+        s = steps + 1
+        if s <= self.warmup_steps:
+            return self.lr_peak * s / self.warmup_steps
+        progress = min(1.0, (s - self.warmup_steps) / (self.total_steps - self.warmup_steps))
+        return self.lr_min + 0.5 * (self.lr_peak - self.lr_min) * (1 + math.cos(math.pi * progress))
+
+
+class NewBobScheduler(Scheduler):
+    """Reduce on plateau: multiply the rate by ``annealing_factor`` when the metric (lower is better) improved
+    by less than ``improvement_threshold`` (relative) for more than ``patience`` epochs.
+
+    Example:
+        >>> opt = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
+        >>> sched = NewBobScheduler(initial_value=1.0)
+        >>> sched.step(opt, 1.0), sched.step(opt, 1.0)
+        ((1.0, 1.0), (1.0, 0.5))
+    """
+
+    interval = "epoch"
+
+    def __init__(
+        self,
+        initial_value: float,
+        annealing_factor: float = 0.5,
+        improvement_threshold: float = 0.0025,
+        patience: int = 0,
+        min_value: float = 0.0,
+    ):
+        super().__init__()
+        self.lr = float(initial_value)
+        self.annealing_factor, self.improvement_threshold = (
+            float(annealing_factor),
+            float(improvement_threshold),
+        )
+        self.patience, self.min_value = int(patience), float(min_value)
+        self.best: Optional[float] = None
+        self.waited = 0
+
+    def current_lr(self) -> float:
+        return self.lr
+
+    def step(self, optimizer: torch.optim.Optimizer, metric: Optional[float] = None) -> tuple:
+        if metric is None:
+            raise ValueError("NewBobScheduler.step needs the validation metric")
+        old = self.lr
+        self.steps += 1
+        if self.best is not None:
+            improvement = (self.best - metric) / abs(self.best) if self.best else self.best - metric
+            if improvement < self.improvement_threshold:
+                self.waited += 1
+                if self.waited > self.patience:
+                    self.lr, self.waited = max(self.min_value, self.lr * self.annealing_factor), 0
+            else:
+                self.waited = 0
+        self.best = metric if self.best is None else min(self.best, metric)
+        set_learning_rate(optimizer, self.lr)
+        return old, self.lr
+
+    def state_dict(self) -> dict:
+        return {"steps": self.steps, "lr": self.lr, "best": self.best, "waited": self.waited}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.steps, self.lr, self.best, self.waited = (
+            int(state["steps"]),
+            float(state["lr"]),
+            state["best"],
+            int(state["waited"]),
+        )
+
+
+#: The plateau schedule under its PyTorch-style name.
+ReduceLROnPlateau = NewBobScheduler

@@ -1,0 +1,172 @@
+"""``speechkit new-recipe TEMPLATE DEST``: copy a recipe template to a new folder, ready to run from there.
+
+Templates live in the repository's ``templates/`` folder (found next to the installed package, so an editable
+install sees them). A template refers to its own files with relative paths; those stay valid after the copy.
+Paths that leave the template (``../../../data/corpus-demo`` from inside ``templates/speech_recognition/ASR``,
+or ``../Tokenizer/...`` when only ``ASR`` is copied) would break, so the copy rewrites each of them to the
+absolute path it pointed to, and rewrites ``templates/<name>`` in commands (README, shell scripts) to
+``DEST``.
+
+A relative path is read the way the recipe reads it: from the recipe folder (the nearest folder with a
+``train.py``, where ``python train.py hparams/x.yaml`` runs), except on ``!include`` lines, which hyperpyyaml
+resolves from the including file's folder.
+
+Example:
+    $ speechkit new-recipe speech_recognition my_asr
+    $ cd my_asr/ASR && python train.py hparams/train.yaml
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+from pathlib import Path
+from typing import Optional
+
+from speechkit.errors import SpeechkitError
+
+#: Files whose text is scanned for paths; anything else is copied byte for byte.
+TEXT_SUFFIXES = (".yaml", ".yml", ".py", ".md", ".sh", ".txt", ".json", ".cfg")
+#: Never copied: caches and the outputs of a template run in place.
+IGNORED_NAMES = ("__pycache__", "results", ".pytest_cache", "*.pyc")
+
+# A relative path that climbs out of its folder: one or more "../" then path characters.
+_CLIMBING_PATH = re.compile(r"(?<![\w./-])((?:\.\./)+[\w.\-/]*)")
+
+
+class TemplateError(SpeechkitError):
+    """A template is unknown, or the destination cannot be written."""
+
+
+def templates_root() -> Path:
+    """The repository's ``templates/`` folder (beside the ``speechkit`` package of an editable install).
+
+    ``SPEECHKIT_TEMPLATES`` points elsewhere (a checkout used with a regular install).
+    """
+    override = os.environ.get("SPEECHKIT_TEMPLATES")
+    if override:
+        return Path(override).resolve()
+    return (Path(__file__).resolve().parent.parent / "templates").resolve()
+
+
+def available_templates(root: Optional[Path] = None) -> list:
+    """Names accepted by :func:`copy_template`: each template folder and each of its sub-folders with a
+    ``train.py`` (``speech_recognition``, ``speech_recognition/ASR``, ...), sorted."""
+    root = templates_root() if root is None else Path(root)
+    if not root.is_dir():
+        return []
+    names = []
+    for folder in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith((".", "_"))):
+        names.append(folder.name)
+        recipes = [sub for sub in sorted(folder.iterdir()) if (sub / "train.py").is_file()]
+        names += [f"{folder.name}/{sub.name}" for sub in recipes]
+    return names
+
+
+def copy_template(name: str, dest: str | Path, root: Optional[Path] = None, force: bool = False) -> Path:
+    """Copy template ``name`` to ``dest`` and rewrite the paths that pointed outside it.
+
+    Args:
+        name: a name from :func:`available_templates`, e.g. ``"speech_recognition"``.
+        dest: the new folder; it must not exist (or be empty) unless ``force``.
+        root: the templates folder (default: :func:`templates_root`).
+        force: copy into an existing, non-empty folder, overwriting files of the same name.
+
+    Returns:
+        The absolute destination folder.
+
+    Example:
+        >>> copy_template("speech_recognition", "my_asr")  # doctest: +SKIP
+        PosixPath('/home/me/my_asr')
+    """
+    root = templates_root() if root is None else Path(root).resolve()
+    source = (root / name).resolve()
+    known = available_templates(root)
+    if name not in known or not source.is_dir():
+        listing = ", ".join(known) if known else f"none (no templates folder at {root})"
+        raise TemplateError(f"unknown template {name!r}; available templates: {listing}")
+    dest = Path(dest).expanduser().resolve()
+    if dest == source or source in dest.parents:
+        raise TemplateError(f"destination {dest} is inside the template {source}")
+    if dest.exists() and any(dest.iterdir()) and not force:
+        raise TemplateError(f"destination {dest} exists and is not empty (pass --force to copy into it)")
+    try:
+        shutil.copytree(source, dest, ignore=shutil.ignore_patterns(*IGNORED_NAMES), dirs_exist_ok=True)
+        for path in sorted(dest.rglob("*")):
+            if path.is_file() and path.suffix in TEXT_SUFFIXES:
+                original = source / path.relative_to(dest)
+                text = path.read_text(encoding="utf-8")
+                rewritten = "".join(
+                    rewrite_paths(line, _base_dir(original, line, source), source, dest, template_name=name)
+                    for line in text.splitlines(keepends=True)
+                )
+                if rewritten != text:
+                    path.write_text(rewritten, encoding="utf-8")
+    except OSError as error:
+        raise TemplateError(f"cannot copy template {name!r} to {dest}: {error}") from error
+    return dest
+
+
+def _base_dir(file: Path, line: str, source: Path) -> Path:
+    """The folder a relative path on ``line`` of ``file`` is resolved from (see the module docstring)."""
+    if "!include" in line:
+        return file.parent
+    for folder in (file.parent, *file.parent.parents):
+        if (folder / "train.py").is_file():
+            return folder
+        if folder == source:
+            break
+    return file.parent
+
+
+def rewrite_paths(text: str, file_dir: Path, source: Path, dest: Path, template_name: str = "") -> str:
+    """Rewrite the paths in one template file's text so that the copy at ``dest`` runs.
+
+    Args:
+        text: the file's content.
+        file_dir: the folder the file lives in, inside the template (relative paths start there).
+        source: the template's folder; paths resolving inside it are kept as they are.
+        dest: the copy's folder, written where the text names ``templates/<template_name>``.
+        template_name: the template's name as the text spells it in commands.
+
+    Example:
+        >>> rewrite_paths("data: ../../data", Path("/r/templates/x/ASR"), Path("/r/templates/x"), Path("/d"))
+        'data: /r/data'
+    """
+
+    def climbing(match: re.Match) -> str:
+        relative = match.group(1)
+        target = Path(os.path.normpath(file_dir / relative))
+        if target == source or source in target.parents:
+            return relative  # stays inside the template: valid in the copy too
+        trailing = "/" if relative.endswith("/") else ""
+        return str(target) + trailing
+
+    text = _CLIMBING_PATH.sub(climbing, text)
+    if template_name:
+        text = re.sub(rf"(?<![\w/])templates/{re.escape(template_name)}(?![\w])", str(dest), text)
+    return text
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("template", nargs="?", help="Template name (see --list), e.g. speech_recognition.")
+    parser.add_argument("dest", nargs="?", help="Folder to create.")
+    parser.add_argument("--list", action="store_true", help="List the available templates and exit.")
+    parser.add_argument("--force", action="store_true", help="Copy into an existing, non-empty folder.")
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.list:
+        for name in available_templates():
+            print(name)
+        return 0
+    if not args.template or not args.dest:
+        names = ", ".join(available_templates()) or "none"
+        raise TemplateError(f"usage: speechkit new-recipe TEMPLATE DEST; available templates: {names}")
+    dest = copy_template(args.template, args.dest, force=args.force)
+    print(f"Copied template {args.template!r} to {dest}")
+    readme = dest / "README.md"
+    if readme.is_file():
+        print(f"Next: read {readme}")
+    return 0

@@ -1,0 +1,1 @@
+"""Test helpers shared by every area of the test suite."""

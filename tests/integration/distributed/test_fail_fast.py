@@ -1,0 +1,60 @@
+"""A failure on one rank ends every rank quickly with a non-zero exit and names the failed rank."""
+from __future__ import annotations
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+# Far below the 300 s collective timeout that a hang would take; generous for a loaded 2-core CI machine.
+LIMIT_S = 60
+
+
+def test_explicit_workers_one_raises_mid_epoch(tmp_path, processes, make_env, get_port, plain_worker):
+    env = make_env(MASTER_ADDR="127.0.0.1", MASTER_PORT=get_port())
+    group = processes(timeout=LIMIT_S + 30)
+    for worker_id in (0, 1):
+        group.start(plain_worker + ["--worker-id", str(worker_id), "--num-workers", "2", "--", "c.yaml",
+                                    "--out_dir", str(tmp_path), "--steps", "40", "--step_sleep", "0.2",
+                                    "--fail_rank", "1", "--fail_step", "3"], env)
+    (code0, out0, secs0), (code1, out1, secs1) = group.wait()
+    assert code1 != 0 and "injected failure for the test" in out1
+    assert code0 != 0, out0
+    assert "rank 1 failed" in out0 and "injected failure" in out0, out0
+    assert max(secs0, secs1) < LIMIT_S
+    assert not (tmp_path / "rank0.json").exists()
+
+
+def test_explicit_workers_one_killed(tmp_path, processes, make_env, get_port, plain_worker):
+    env = make_env(MASTER_ADDR="127.0.0.1", MASTER_PORT=get_port())
+    group = processes(timeout=LIMIT_S + 30)
+    for worker_id in (0, 1):
+        group.start(plain_worker + ["--worker-id", str(worker_id), "--num-workers", "2",
+                                    "--distributed_timeout_s", "30", "--", "c.yaml", "--out_dir", str(tmp_path),
+                                    "--steps", "40", "--step_sleep", "0.2", "--fail_rank", "1", "--fail_step",
+                                    "3", "--fail_mode", "kill"], env)
+    (code0, out0, secs0), (code1, _, _) = group.wait()
+    assert code1 == -9
+    assert code0 != 0 and "rank 0 failed" in out0 and "probably died" in out0, out0
+    assert secs0 < LIMIT_S
+
+
+def test_self_spawning_launcher_names_the_failed_worker(tmp_path, processes, make_env, plain_worker):
+    group = processes(timeout=LIMIT_S + 30)
+    group.start(plain_worker + ["--num-workers", "2", "--", "c.yaml", "--out_dir", str(tmp_path), "--steps", "40",
+                                "--step_sleep", "0.2", "--fail_rank", "1", "--fail_step", "3"], make_env())
+    [(code, output, secs)] = group.wait()
+    assert code != 0
+    assert "FAILED: worker 1 exited with code 1" in output, output
+    assert "[worker 1] " in output and "injected failure" in output
+    assert secs < LIMIT_S
+
+
+def test_torchrun_one_rank_raises(tmp_path, processes, make_env, torchrun_exe, plain_worker):
+    group = processes(timeout=LIMIT_S + 30)
+    group.start([torchrun_exe, "--standalone", "--nproc_per_node=2", plain_worker[1], "--", "c.yaml",
+                 "--out_dir", str(tmp_path), "--steps", "40", "--step_sleep", "0.2", "--fail_rank", "0",
+                 "--fail_step", "3"], make_env())
+    [(code, output, secs)] = group.wait()
+    assert code != 0
+    assert "injected failure for the test" in output
+    assert secs < LIMIT_S

@@ -1,0 +1,183 @@
+"""Real HTTP servers on 127.0.0.1 for the fetching tests: a plain file server and a Hub-compatible server.
+
+Both run in a thread of the test process on a free port and count the requests they answer, so tests can
+check how many downloads really happened.
+"""
+from __future__ import annotations
+
+import collections
+import hashlib
+import http.server
+import os
+import threading
+import time
+import urllib.parse
+
+import pytest
+
+
+class _Server:
+    """A threading HTTP server with request counters; subclasses give the handler's behaviour."""
+
+    def __init__(self):
+        self.counts = collections.Counter()  # (method, path) -> requests answered
+        self._lock = threading.Lock()
+        server = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_GET(self):  # noqa: N802 (http.server's naming)
+                server._count("GET", self.path)
+                server.answer(self, head=False)
+
+            def do_HEAD(self):  # noqa: N802
+                server._count("HEAD", self.path)
+                server.answer(self, head=True)
+
+            def log_message(self, *args):  # keep test output quiet
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05},
+                                       daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}"
+
+    def _count(self, method, path):
+        with self._lock:
+            self.counts[(method, urllib.parse.unquote(path))] += 1
+
+    def gets(self, path: str) -> int:
+        return self.counts[("GET", path)]
+
+    def send_body(self, handler, data: bytes, head: bool, headers: dict, drop_after=None, delay_s=0.0):
+        handler.send_response(200)
+        for key, value in {**headers, "Content-Length": str(len(data))}.items():
+            handler.send_header(key, value)
+        handler.end_headers()
+        if head:
+            return
+        if drop_after is not None:  # promise the whole file, send part of it, then cut the connection
+            handler.wfile.write(data[:drop_after])
+            handler.wfile.flush()
+            handler.close_connection = True
+            handler.connection.shutdown(2)
+            return
+        for start in range(0, len(data), 4096):
+            if delay_s:
+                time.sleep(delay_s)
+            handler.wfile.write(data[start:start + 4096])
+
+    def send_error(self, handler, status: int, headers=None):
+        handler.send_response(status)
+        for key, value in (headers or {}).items():
+            handler.send_header(key, value)
+        handler.send_header("Content-Length", "0")
+        handler.end_headers()
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+class FileServer(_Server):
+    """Serves ``files`` (URL path -> bytes). ``drop_after[path] = n`` cuts the connection after n bytes;
+    ``delay_s`` slows every 4 KiB chunk (to make concurrent downloads overlap)."""
+
+    def __init__(self):
+        super().__init__()
+        self.files = {}
+        self.drop_after = {}
+        self.delay_s = 0.0
+
+    def answer(self, handler, head):
+        path = urllib.parse.unquote(urllib.parse.urlsplit(handler.path).path)
+        if path not in self.files:
+            return self.send_error(handler, 404)
+        self.send_body(handler, self.files[path], head, {"Content-Type": "application/octet-stream"},
+                       drop_after=self.drop_after.get(path), delay_s=self.delay_s)
+
+
+class HubServer(_Server):
+    """Answers the Hub's file-resolution requests: ``HEAD|GET /{repo_id}/resolve/{revision}/{filename}``.
+
+    ``repos[repo_id][revision] = {filename: bytes}``; every revision name maps to one commit hash (sent as
+    ``X-Repo-Commit``), and the ETag is the file's sha256, as the Hub does for large files.
+    """
+
+    def __init__(self):
+        super().__init__()
+        self.repos = {}
+        self.delay_s = 0.0
+
+    @staticmethod
+    def commit_of(repo_id: str, revision: str) -> str:
+        return hashlib.sha1(f"{repo_id}@{revision}".encode()).hexdigest()
+
+    def answer(self, handler, head):
+        path = urllib.parse.unquote(urllib.parse.urlsplit(handler.path).path).lstrip("/")
+        parts = path.split("/resolve/", 1)
+        if len(parts) != 2 or "/" not in parts[1]:
+            return self.send_error(handler, 404, {"X-Error-Code": "RepoNotFound"})
+        repo_id, rest = parts
+        revision, filename = rest.split("/", 1)
+        if repo_id not in self.repos:
+            return self.send_error(handler, 401, {"X-Error-Code": "RepoNotFound"})
+        revisions = self.repos[repo_id]
+        commit_names = {self.commit_of(repo_id, name): name for name in revisions}
+        name = commit_names.get(revision, revision)
+        if name not in revisions:
+            return self.send_error(handler, 404, {"X-Error-Code": "RevisionNotFound"})
+        commit = self.commit_of(repo_id, name)
+        if filename not in revisions[name]:
+            return self.send_error(handler, 404, {"X-Error-Code": "EntryNotFound", "X-Repo-Commit": commit})
+        data = revisions[name][filename]
+        headers = {"ETag": f'"{hashlib.sha256(data).hexdigest()}"', "X-Repo-Commit": commit,
+                   "Content-Type": "application/octet-stream"}
+        self.send_body(handler, data, head, headers, delay_s=self.delay_s)
+
+
+@pytest.fixture
+def file_server():
+    with FileServer() as server:
+        yield server
+
+
+@pytest.fixture
+def hub_server(monkeypatch, tmp_path):
+    with HubServer() as server:
+        monkeypatch.setenv("HF_ENDPOINT", server.url)
+        monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf-cache"))
+        monkeypatch.setenv("HF_HUB_DISABLE_XET", "1")
+        monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+        yield server
+
+
+@pytest.fixture(autouse=True)
+def _isolated_cache(monkeypatch, tmp_path):
+    """Keep every test's downloads inside its tmp_path and away from any proxy."""
+    monkeypatch.setenv("SPEECHKIT_CACHE", str(tmp_path / "speechkit-cache"))
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+    monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+
+
+HERE = str(__import__("pathlib").Path(__file__).parent)
+
+
+@pytest.fixture
+def tiny_asr(monkeypatch):
+    """The tiny test model's module (importable by name, for YAML tags and subprocesses)."""
+    import importlib
+
+    monkeypatch.syspath_prepend(HERE)
+    monkeypatch.setenv("PYTHONPATH", HERE + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    return importlib.import_module("tiny_asr")

@@ -1,0 +1,101 @@
+"""LibriSpeech-layout preparation: manifests, placeholders, errors naming the file and line, the command."""
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from speechkit import cli
+from speechkit.data import audio
+from speechkit.data.dataset import DynamicItemDataset
+from speechkit.data.librispeech import find_splits, prepare_librispeech, read_split
+from speechkit.errors import ManifestError
+
+UTTERANCES = {  # split -> speaker -> chapter -> [(utterance number, words, samples)]
+    "dev-clean": {"84": {"121123": [(0, "GO DO YOU HEAR", 1600), (1, "BUT IN LESS THAN FIVE MINUTES", 3200)]},
+                  "174": {"50561": [(5, "FORGOTTEN TOO", 800)]}},
+    "test-clean": {"61": {"70968": [(0, "HE BEGAN A CONFUSED COMPLAINT", 2400)]}},
+}
+
+
+def make_librispeech(root):
+    for split, speakers in UTTERANCES.items():
+        for speaker, chapters in speakers.items():
+            for chapter, utterances in chapters.items():
+                folder = root / split / speaker / chapter
+                lines = []
+                for number, words, samples in utterances:
+                    data_id = f"{speaker}-{chapter}-{number:04d}"
+                    audio.write(folder / f"{data_id}.flac", torch.zeros(samples), 16000)
+                    lines.append(f"{data_id} {words}")
+                (folder / f"{speaker}-{chapter}.trans.txt").write_text("\n".join(lines) + "\n")
+    (root / "README.TXT").write_text("not a split")
+    return root
+
+
+def test_prepare_writes_one_manifest_per_split(tmp_path):
+    root = make_librispeech(tmp_path / "LibriSpeech")
+    assert find_splits(str(root)) == ["dev-clean", "test-clean"]
+    written = prepare_librispeech(str(root), str(tmp_path / "out"))
+    assert sorted(written) == ["dev-clean", "test-clean"]
+    dev = json.loads((tmp_path / "out" / "dev-clean.json").read_text())
+    assert dev["84-121123-0001"] == {"wav": str(root / "dev-clean" / "84" / "121123" / "84-121123-0001.flac"),
+                                     "duration": 0.2, "spk": "84", "chapter": "121123",
+                                     "text": "BUT IN LESS THAN FIVE MINUTES"}
+    assert sorted(dev) == ["174-50561-0005", "84-121123-0000", "84-121123-0001"]
+    dataset = DynamicItemDataset.from_json(written["dev-clean"])
+    assert sorted(dataset.lengths()) == [0.05, 0.1, 0.2]
+
+
+def test_placeholder_paths_load_anywhere_and_existing_manifests_are_kept(tmp_path):
+    root = make_librispeech(tmp_path / "LibriSpeech")
+    written = prepare_librispeech(str(root), str(tmp_path / "out"), ["test-clean"], placeholder="data_root")
+    text = (tmp_path / "out" / "test-clean.json").read_text()
+    assert "$data_root/test-clean/61/70968/61-70968-0000.flac" in text
+    dataset = DynamicItemDataset.from_json(written["test-clean"], replacements={"data_root": str(root)})
+    assert dataset[0]["text"] == "HE BEGAN A CONFUSED COMPLAINT"
+    (tmp_path / "out" / "test-clean.json").write_text("{}")
+    prepare_librispeech(str(root), str(tmp_path / "out"), ["test-clean"])
+    assert (tmp_path / "out" / "test-clean.json").read_text() == "{}"  # skip_if_exists
+    prepare_librispeech(str(root), str(tmp_path / "out"), ["test-clean"], skip_if_exists=False)
+    assert "61-70968-0000" in (tmp_path / "out" / "test-clean.json").read_text()
+
+
+def test_layout_errors_name_the_file_and_line(tmp_path):
+    root = make_librispeech(tmp_path / "LibriSpeech")
+    transcript = root / "dev-clean" / "84" / "121123" / "84-121123.trans.txt"
+    original = transcript.read_text()
+
+    transcript.write_text(original + "84-121123-0009 NO AUDIO HERE\n")
+    with pytest.raises(ManifestError, match=r"121123\.trans\.txt, line 3: id '84-121123-0009' has no audio"):
+        read_split(str(root / "dev-clean"))
+
+    transcript.write_text(original + "84-121123-0000 AGAIN\n")
+    with pytest.raises(ManifestError, match=r"line 3: duplicate id '84-121123-0000'"):
+        read_split(str(root / "dev-clean"))
+
+    transcript.write_text(original + "84-121123-0002\n")
+    with pytest.raises(ManifestError, match=r"line 3: expected '<utterance id> <words>'"):
+        read_split(str(root / "dev-clean"))
+
+    transcript.write_text(original.splitlines()[0] + "\n")
+    with pytest.raises(ManifestError, match=r"84-121123-0001\.flac has no line in .*84-121123\.trans\.txt"):
+        read_split(str(root / "dev-clean"))
+
+    transcript.write_text(original)
+    with pytest.raises(ManifestError, match=r"'train-other-5' not found .*found: dev-clean, test-clean"):
+        prepare_librispeech(str(root), str(tmp_path / "out"), ["train-other-5"])
+    with pytest.raises(ManifestError, match="not found"):
+        prepare_librispeech(str(tmp_path / "nowhere"), str(tmp_path / "out"))
+
+
+def test_command_line(tmp_path, capsys):
+    root = make_librispeech(tmp_path / "LibriSpeech")
+    code = cli.main(["prepare-librispeech", str(root), "--dest", str(tmp_path / "m"), "--splits", "dev-clean",
+                     "--placeholder", "data_root", "--workers", "1"])
+    assert code == 0
+    assert "dev-clean" in capsys.readouterr().out
+    assert json.loads((tmp_path / "m" / "dev-clean.json").read_text())["174-50561-0005"]["spk"] == "174"
+    assert cli.main(["prepare-librispeech", str(tmp_path / "nowhere"), "--dest", str(tmp_path / "m")]) == 1
+    assert "not found" in capsys.readouterr().err

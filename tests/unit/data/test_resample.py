@@ -1,0 +1,91 @@
+"""Resampling: accuracy against analytic sines, aliasing, shapes, the module form, torchaudio if present."""
+from __future__ import annotations
+
+import importlib.util
+import math
+
+import pytest
+import torch
+
+from speechkit.data import audio
+from speechkit.data.resample import Resample, resample
+from speechkit.errors import DataError
+
+
+def sine(freq: float, rate: int, samples: int) -> torch.Tensor:
+    return torch.sin(2 * math.pi * freq * torch.arange(samples, dtype=torch.float64) / rate)
+
+
+@pytest.mark.parametrize("orig, new", [(16000, 8000), (8000, 16000), (44100, 16000), (16000, 22050),
+                                       (48000, 44100)])
+def test_matches_analytic_sine_away_from_edges(orig, new):
+    wave = sine(440.0, orig, orig // 2)
+    out = resample(wave, orig, new)
+    assert out.shape == (math.ceil(wave.shape[0] * new / orig),)
+    expected = sine(440.0, new, out.shape[0])
+    margin = new // 50  # the filter sees zero padding near the edges
+    assert (out - expected)[margin:-margin].abs().max() < 1e-3
+
+
+def test_wider_kaiser_filter_is_more_accurate():
+    wave = sine(1000.0, 44100, 22050)
+    out = resample(wave, 44100, 16000, lowpass_filter_width=16, window="kaiser")
+    expected = sine(1000.0, 16000, out.shape[0])
+    assert (out - expected)[400:-400].abs().max() < 1e-5
+
+
+def test_tone_above_new_nyquist_is_removed():
+    out = resample(sine(6000.0, 16000, 8000), 16000, 8000)
+    assert out[200:-200].abs().max() < 5e-3
+    kept = resample(sine(3000.0, 16000, 8000), 16000, 8000)
+    assert kept[200:-200].abs().max() > 0.9
+
+
+def test_time_dimension_batches_and_dtypes():
+    batch = torch.randn(3, 2, 1600)
+    out = resample(batch, 16000, 12000)
+    assert out.shape == (3, 2, 1200)
+    for row in range(3):  # every row is resampled on its own
+        assert torch.allclose(out[row, 1], resample(batch[row, 1], 16000, 12000), atol=1e-6)
+    # audio.resample takes (time, channels), the layout audio.read gives
+    time_first = audio.resample(batch[0].T.contiguous(), 16000, 12000)
+    assert time_first.shape == (1200, 2)
+    assert torch.allclose(time_first.T, out[0], atol=1e-6)
+    assert resample(torch.ones(10, dtype=torch.int16), 8, 8).dtype == torch.float32
+    assert resample(batch.double(), 16000, 8000).dtype == torch.float64
+    same = torch.randn(50)
+    assert resample(same, 16000, 16000) is same
+
+
+def test_module_matches_function():
+    wave = torch.randn(2, 4410)
+    module = Resample(44100, 16000)
+    assert torch.allclose(module(wave), resample(wave, 44100, 16000), atol=1e-6)
+    assert "44100" in repr(module)
+
+
+def test_bad_arguments_raise():
+    with pytest.raises(DataError, match="orig_freq"):
+        resample(torch.zeros(10), 0, 16000)
+    with pytest.raises(DataError, match="new_freq"):
+        resample(torch.zeros(10), 16000, 8000.5)
+    with pytest.raises(DataError, match="window"):
+        resample(torch.zeros(10), 16000, 8000, window="box")
+    with pytest.raises(DataError, match="backend"):
+        resample(torch.zeros(10), 16000, 8000, backend="scipy")
+
+
+@pytest.mark.skipif(importlib.util.find_spec("torchaudio") is not None, reason="torchaudio is installed")
+def test_torchaudio_backend_without_torchaudio_says_so():
+    with pytest.raises(DataError, match="torchaudio is not installed"):
+        resample(torch.zeros(100), 16000, 8000, backend="torchaudio")
+
+
+@pytest.mark.skipif(importlib.util.find_spec("torchaudio") is None, reason="torchaudio not installed")
+def test_agrees_with_torchaudio():
+    wave = torch.randn(2, 8000)
+    for orig, new in [(16000, 8000), (44100, 16000), (8000, 11025)]:
+        ours = resample(wave, orig, new)
+        theirs = resample(wave, orig, new, backend="torchaudio")
+        assert ours.shape == theirs.shape
+        assert (ours - theirs).abs().max() < 1e-3

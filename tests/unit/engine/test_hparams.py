@@ -1,0 +1,107 @@
+"""load_hparams: overrides, includes, and an error naming file, key and line for each kind of mistake."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from speechkit.errors import HparamsError
+from speechkit.hparams import load_hparams
+
+
+def write(path, text):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+@pytest.fixture
+def hp_file(tmp_path):
+    write(
+        tmp_path / "conf" / "model.yaml",
+        """\
+        dim: 4
+        layer: !new:torch.nn.Linear
+            in_features: !ref <dim>
+            out_features: 2
+        """,
+    )
+    return write(
+        tmp_path / "conf" / "train.yaml",
+        """\
+        lr: 0.01
+        folder: !ref results/<lr>
+        model: !include:model.yaml
+            dim: 3
+        optimizer: !name:torch.optim.SGD
+            lr: !ref <lr>
+        nested:
+            depth: 2
+        """,
+    )
+
+
+def test_loads_objects_references_and_includes_relative_to_including_file(hp_file, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # not the YAML's folder: the include must still be found
+    hparams = load_hparams(hp_file)
+    assert hparams["folder"] == "results/0.01"
+    assert hparams["model"]["layer"].in_features == 3
+    assert hparams["optimizer"].keywords == {"lr": 0.01}
+
+
+def test_overrides_from_dict_with_dotted_keys_and_from_yaml_text(hp_file):
+    hparams = load_hparams(hp_file, {"lr": 0.5, "nested.depth": 7, "model.dim": 9})
+    assert hparams["lr"] == 0.5 and hparams["optimizer"].keywords["lr"] == 0.5
+    assert hparams["nested"]["depth"] == 7
+    assert hparams["model"]["layer"].in_features == 9
+    assert load_hparams(hp_file, "nested:\n  depth: 5\n")["nested"]["depth"] == 5
+
+
+def test_command_line_seed_replaces_yaml_seed(tmp_path):
+    from speechkit.run_options import parse_arguments
+
+    path = write(tmp_path / "hp.yaml", "seed: 1\nfolder: !ref out/<seed>\n")
+    _, run_opts, overrides = parse_arguments([str(path), "--seed", "7"])
+    assert load_hparams(path, overrides, run_opts=run_opts)["folder"] == "out/7"
+
+
+def test_reference_to_missing_key_names_file_key_and_line(tmp_path):
+    path = write(tmp_path / "hp.yaml", "lr: 0.1\nmodel:\n    size: 3\n    rate: !ref <learning_rate>\n")
+    with pytest.raises(HparamsError, match=r"hp\.yaml, line 4: key 'model\.rate'.*learning_rate"):
+        load_hparams(path)
+
+
+def test_override_for_unknown_key_names_the_key(hp_file):
+    with pytest.raises(HparamsError, match=r"train\.yaml.*override 'nested\.width'"):
+        load_hparams(hp_file, {"nested.width": 3})
+    with pytest.raises(HparamsError, match="override 'learning_rate'"):
+        load_hparams(hp_file, {"learning_rate": 3})
+
+
+def test_malformed_yaml_names_the_line(tmp_path):
+    path = write(tmp_path / "bad.yaml", "a: 1\nb: [1, 2\nc: 3\n")
+    with pytest.raises(HparamsError, match=r"bad\.yaml, line \d+, column \d+: malformed YAML"):
+        load_hparams(path)
+
+
+def test_class_that_cannot_be_imported_names_key_and_line(tmp_path):
+    path = write(tmp_path / "hp.yaml", "a: 1\nmodel: !new:torch.nn.NoSuchLayer\n    size: 3\n")
+    with pytest.raises(
+        HparamsError, match=r"hp\.yaml, line 2: key 'model': cannot import 'torch\.nn\.NoSuchLayer'"
+    ):
+        load_hparams(path)
+
+
+def test_bad_constructor_argument_names_the_key(tmp_path):
+    path = write(tmp_path / "hp.yaml", "model: !new:torch.nn.Linear\n    in_features: 3\n    nonsense: 1\n")
+    with pytest.raises(HparamsError, match=r"hp\.yaml, line 1: key 'model'"):
+        load_hparams(path)
+
+
+def test_missing_file_and_missing_include(tmp_path):
+    with pytest.raises(HparamsError, match="not found"):
+        load_hparams(tmp_path / "absent.yaml")
+    path = write(tmp_path / "hp.yaml", "a: 1\nsub: !include:nowhere.yaml\n")
+    with pytest.raises(HparamsError, match=r"line 2: key 'sub': included file not found"):
+        load_hparams(path)
