@@ -38,6 +38,10 @@ FRAMES_PER_SECOND = 100
 TOKENS_PER_SECOND = 3.0  # a 256-unit BPE vocabulary emits about 3 tokens per second of read speech
 
 
+FULL_DEFAULTS = {"batch_seconds": 400.0, "bounds": [8.0, 12.0, 16.0, 20.0], "steps": 20, "warmup": 2}
+SMALL_DEFAULTS = {"batch_seconds": 8.0, "bounds": [4.0, 8.0], "steps": 2, "warmup": 1}
+
+
 @dataclass
 class Batch:
     features: torch.Tensor  # (batch, frames, 80)
@@ -60,7 +64,7 @@ class Batch:
 
 
 def bucket_frames(bound_seconds: float) -> int:
-    """Padded feature frames for a bucket: ``4 m + 3`` so the encoder sees ``m`` frames, ``m`` a multiple of 8."""
+    """Padded frames of a bucket: ``4 m + 3``, so the encoder sees ``m`` frames with ``m`` a multiple of 8."""
     encoder_frames = 8 * math.ceil(bound_seconds * FRAMES_PER_SECOND / 4 / 8)
     return 4 * encoder_frames + 3
 
@@ -85,9 +89,10 @@ def make_batches(
         target_lengths = torch.tensor([max(1, int(d * TOKENS_PER_SECOND)) for d in durations])
         features = torch.randn(len(durations), frames, FEATURE_DIM, generator=generator)
         targets = torch.randint(1, vocab_size, (len(durations), max_tokens), generator=generator)
+        tensors = [features, lengths, targets, target_lengths]
         if pin:
-            features, targets = features.pin_memory(), targets.pin_memory()
-        batches.append(Batch(features, lengths, targets, target_lengths, sum(durations)))
+            tensors = [t.pin_memory() for t in tensors]
+        batches.append(Batch(*tensors, sum(durations)))
     return batches
 
 
@@ -201,7 +206,8 @@ def print_table(args, rows: list[dict]) -> None:
     print("|" + "|".join("-" * (len(cell)) for cell in header.split("|")[1:-1]) + "|")
     for row in rows:
         print(
-            f"| {row['d_model']:>7} | {row['params_m']:>6.1f}M | {row['dtype']:>5} | {row['batch_s']:>9.1f} s | "
+            f"| {row['d_model']:>7} | {row['params_m']:>6.1f}M | {row['dtype']:>5} | "
+            f"{row['batch_s']:>9.1f} s | "
             f"{row['padding']:>6.1%} | {row['step_s']:>6.2f} s | {row['train_audio_per_s']:>15.1f} | "
             f"{row['decode_rtf']:>10.4f} | {row['peak_gib']:>8.2f} |"
         )
@@ -218,7 +224,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--kernel-size", type=int, default=31)
     parser.add_argument("--vocab-size", type=int, default=256)
     parser.add_argument("--dtypes", nargs="+", default=["fp32", "bf16"], choices=["fp32", "bf16"])
-    parser.add_argument("--batch-seconds", type=float, default=400.0, help="audio per batch (padded bound)")
+    parser.add_argument("--batch-seconds", type=float, default=None, help="audio per batch (padded bound)")
     parser.add_argument(
         "--bounds",
         type=float,
@@ -226,20 +232,23 @@ def parse_args(argv=None) -> argparse.Namespace:
         default=[8.0, 12.0, 16.0, 20.0],
         help="bucket bounds in seconds (each batch is padded to its bucket's bound)",
     )
-    parser.add_argument("--steps", type=int, default=20, help="timed training steps")
-    parser.add_argument("--warmup", type=int, default=2, help="untimed steps per batch shape")
+    parser.add_argument("--steps", type=int, default=None, help="timed training steps")
+    parser.add_argument("--warmup", type=int, default=None, help="untimed steps per batch shape")
     parser.add_argument("--compile", action="store_true", help="torch.compile the step (fixed shapes)")
     parser.add_argument("--cuda-graphs", action="store_true", help="with --compile: capture CUDA graphs")
     parser.add_argument("--tf32", action="store_true", help="allow TF32 matmuls in fp32 runs on CUDA")
     parser.add_argument(
         "--small",
         action="store_true",
-        help="quick CPU setting: 24 s batches, buckets 6/12 s, 2 timed steps, 1 warm-up",
+        help="quick CPU setting: 8 s batches, buckets 4/8 s, 2 timed steps, 1 warm-up",
     )
     parser.add_argument("--threads", type=int, default=None, help="CPU threads (torch.set_num_threads)")
     args = parser.parse_args(argv)
-    if args.small:
-        args.batch_seconds, args.bounds, args.steps, args.warmup = 24.0, [6.0, 12.0], 2, 1
+    # --small changes the defaults only; explicit options still win.
+    defaults = SMALL_DEFAULTS if args.small else FULL_DEFAULTS
+    for name, value in defaults.items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
     args.bounds = sorted(args.bounds)
     return args
 

@@ -2,12 +2,10 @@
 
 A recipe subclasses :class:`Brain` and writes ``compute_forward(batch, stage)`` and
 ``compute_objectives(predictions, batch, stage)`` (a loss averaged over the batch's items). Devices and
-processes
-(:mod:`speechkit.distributed`), precision (:mod:`speechkit.engine.precision`), accumulation, clipping and the
-non-finite guard (:mod:`speechkit.engine.optimization`), loaders (:mod:`speechkit.engine.loaders`),
-progress and
-stage summaries (:mod:`speechkit.engine.progress`) and checkpoints (:mod:`speechkit.checkpoints`) live
-elsewhere.
+processes (:mod:`speechkit.distributed`), precision (:mod:`speechkit.engine.precision`), accumulation,
+clipping and the non-finite guard (:mod:`speechkit.engine.optimization`), loaders
+(:mod:`speechkit.engine.loaders`), progress and stage summaries (:mod:`speechkit.engine.progress`) and
+checkpoints (:mod:`speechkit.checkpoints`) live elsewhere.
 
 Example:
     >>> class Regression(Brain):
@@ -22,7 +20,6 @@ Example:
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import time
@@ -32,14 +29,15 @@ from typing import Any, Optional
 
 import torch
 
+from speechkit import distributed
 from speechkit.distributed.signals import PreemptionHandler, any_rank
 from speechkit.engine.accumulation import describe_effective_batch, resolve_accumulation
 from speechkit.engine.loaders import batch_items, build_loader, move_to
+from speechkit.engine.modules import gradient_sync, training_modules
 from speechkit.engine.optimization import OptimizationStep
 from speechkit.engine.precision import Precision
 from speechkit.engine.progress import ProgressBar, StageStats, TrainLog, summary_line
 from speechkit.engine.rng import RandomStates
-from speechkit.engine.world import distributed_api
 from speechkit.errors import EXIT_PREEMPTED
 from speechkit.run_options import RunOptions
 from speechkit.stage import Stage
@@ -57,8 +55,7 @@ class Brain:
             run option (``precision: bf16``) set that option unless the command line did.
         run_opts: :class:`~speechkit.run_options.RunOptions` (or a dict of option values).
         checkpointer: a :class:`~speechkit.checkpoints.Checkpointer`; Brain adds the optimizer, scaler,
-        scheduler,
-            epoch counter, train loader, RNG states and its own counters to it.
+            scheduler, epoch counter, train loader, RNG states and its own counters to it.
     """
 
     def __init__(
@@ -76,7 +73,7 @@ class Brain:
             run_opts = RunOptions(**run_opts, explicit=frozenset(run_opts))
         self.run_opts = run_opts.merged_with(hparams)
         self.hparams = SimpleNamespace(**hparams)
-        self.dist = distributed_api()
+        self.dist = distributed
         self.context = self.dist.init(self.run_opts)  # idempotent; the recipe may have called it already
         self.device = self.context.device
         self.modules = torch.nn.ModuleDict(modules or {}).to(self.device)
@@ -119,8 +116,7 @@ class Brain:
             self.rng_states.forget_pending()  # recovered between epochs: nothing to re-align later
 
     def init_optimizers(self) -> None:
-        """Build ``self.optimizer`` from ``opt_class``; override to build several (fill
-        ``optimizers_dict``)."""
+        """Build ``self.optimizer`` from ``opt_class``; override to build several (in ``optimizers_dict``)."""
         if self.opt_class is not None:
             self.optimizer = self.opt_class(self._raw_modules.parameters())
             self.optimizers_dict = {"optimizer": self.optimizer}
@@ -148,8 +144,7 @@ class Brain:
 
     # --- batches ------------------------------------------------------------------------------------------
     def fit_batch(self, batch: Any) -> torch.Tensor:
-        """Forward, backward and (every ``accumulation`` micro-batches) an optimizer step; returns the
-        loss."""
+        """Forward, backward and, closing an accumulation cycle, an optimizer step; returns the loss."""
         batch = move_to(batch, self.device)
         final = self.optimization.is_final_micro_batch(self._last_in_epoch)
         with self._gradient_sync(final):
@@ -190,8 +185,7 @@ class Brain:
         train_loader_kwargs: Optional[dict] = None,
         valid_loader_kwargs: Optional[dict] = None,
     ) -> None:
-        """Train for the epochs of ``epoch_counter``, validating after each; resumes from the newest
-        checkpoint.
+        """Train for the epochs of ``epoch_counter``, validating after each; resumes from the last checkpoint.
 
         On SIGTERM/SIGUSR1 a checkpoint is saved at the next optimizer-step boundary and the process exits
         with :data:`speechkit.errors.EXIT_PREEMPTED`; running the same command resumes.
@@ -272,9 +266,8 @@ class Brain:
         self.optimization.discard()  # an unfinished cycle (early stop) must not leak into the next epoch
         self.train_position = 0
         loss = self.train_stats.gathered_average(self.dist.all_gather_object)
-        if (
-            self.valid_loader is None
-        ):  # the last stage of the epoch: schedule first, so a save in the hook has it
+        if self.valid_loader is None:
+            # The last stage of the epoch: step the schedule first, so that a save in the hook includes it.
             self._epoch_lr(loss)
             self._saves_mark = self._checkpoint_saves()
         metrics = self.on_stage_end(Stage.TRAIN, loss, epoch)
@@ -383,48 +376,19 @@ class Brain:
         return getattr(self, "_wrapped", None) or self._raw_modules
 
     def _compile_and_wrap(self) -> None:
-        wrapped = {}
-        names = getattr(self.hparams, "compile_modules", None) or list(self._raw_modules)
-        for name, module in self._raw_modules.items():
-            trainable = any(p.requires_grad for p in module.parameters())
-            module = self.dist.wrap_module(module, self.context, self.run_opts) if trainable else module
-            if self.run_opts.compile and name in names:
-                module = torch.compile(module)
-            wrapped[name] = module
-        self._wrapped = torch.nn.ModuleDict(wrapped)
+        names = getattr(self.hparams, "compile_modules", None)
+        self._wrapped = training_modules(self._raw_modules, self.dist, self.context, self.run_opts, names)
         self._last_ckpt_clock = time.monotonic()
 
     def _gradient_sync(self, final: bool) -> Any:
-        """No gradient all-reduce on the micro-batches before the last of a cycle."""
-        stack = contextlib.ExitStack()
-        if not final:
-            for module in self._wrapped_modules.values():
-                stack.enter_context(self.dist.no_sync(module))
-        return stack
+        return gradient_sync(self._wrapped_modules, self.dist, final)
 
     def _register_recoverables(self) -> None:
-        if self.checkpointer is None:
-            return
-        known = {id(obj) for obj in self.checkpointer.recoverables.values()}
-        candidates = dict(self.optimizers_dict)
-        candidates.update(
-            {
-                "scaler": self.precision.scaler,
-                "lr_scheduler": self.lr_scheduler,
-                "epoch_counter": self.epoch_counter,
-                "train_loader": self.train_loader,
-                "rng_states": self.rng_states,
-                "brain": self,
-            }
-        )
-        for name, obj in candidates.items():
-            if obj is None or id(obj) in known:
-                continue
-            if not (hasattr(obj, "state_dict") or hasattr(obj, "save_checkpoint")):
-                continue
-            self.checkpointer.add_recoverable(
-                name if name not in self.checkpointer.recoverables else f"brain_{name}", obj
-            )
+        if self.checkpointer is not None:
+            extras = {"scaler": self.precision.scaler, "lr_scheduler": self.lr_scheduler,
+                      "epoch_counter": self.epoch_counter, "train_loader": self.train_loader,
+                      "rng_states": self.rng_states, "brain": self}  # fmt: skip
+            self.checkpointer.add_missing_recoverables({**self.optimizers_dict, **extras})
 
     def state_dict(self) -> dict:
         """The loop's own counters (recoverable as ``brain``)."""

@@ -6,9 +6,8 @@ temporary folder, every file is fsynced, and only then the folder is renamed int
 half-way leaves a temporary folder that is never chosen (and is cleaned up by the next save).
 
 Any object with ``state_dict()``/``load_state_dict()`` is recoverable (modules, optimizers, schedulers,
-loaders,
-gradient scalers). Other objects define ``save_checkpoint(path)`` and ``load_checkpoint(path)`` (optionally
-``load_checkpoint(path, end_of_epoch)``); no global registry is involved. Weights load with
+loaders, gradient scalers). Other objects define ``save_checkpoint(path)`` and ``load_checkpoint(path)``
+(optionally ``load_checkpoint(path, end_of_epoch)``); no global registry is involved. Weights load with
 ``torch.load(weights_only=True)``.
 
 Example:
@@ -31,7 +30,7 @@ from typing import Any, Callable, Optional
 
 import torch
 
-from speechkit.engine.world import distributed_api
+from speechkit import distributed
 from speechkit.errors import CheckpointError
 
 logger = logging.getLogger(__name__)
@@ -98,6 +97,18 @@ class Checkpointer:
             raise CheckpointError(f"recoverable name '{name}' is already used by another object")
         self.recoverables[name] = obj
 
+    def add_missing_recoverables(self, candidates: dict) -> None:
+        """Register each object not registered yet (under any name); ``None`` and stateless ones are skipped.
+
+        A name already taken by another object gets a ``brain_`` prefix.
+        """
+        for name, obj in candidates.items():
+            known = {id(o) for o in self.recoverables.values()}
+            stateful = hasattr(obj, "state_dict") or hasattr(obj, "save_checkpoint")
+            if obj is None or id(obj) in known or not stateful:
+                continue
+            self.add_recoverable(name if name not in self.recoverables else f"brain_{name}", obj)
+
     # --- saving ---------------------------------------------------------------------------------------------
     def save_checkpoint(
         self,
@@ -111,7 +122,7 @@ class Checkpointer:
 
         Returns the new :class:`Checkpoint` on the main process, ``None`` on the others.
         """
-        dist = distributed_api()
+        dist = distributed
         checkpoint = None
         if dist.is_main():
             checkpoint = self._write(meta or {}, end_of_epoch, name, epoch, step)
@@ -175,7 +186,7 @@ class Checkpointer:
         which checkpoints may be deleted (e.g. only intra-epoch ones).
         """
         checkpoint = self.save_checkpoint(meta, end_of_epoch, name, epoch, step)
-        dist = distributed_api()
+        dist = distributed
         if dist.is_main():
             self._delete_all_but(
                 checkpoint, num_to_keep, keep_recent, min_keys or [], max_keys or [], ckpt_predicate
@@ -237,8 +248,7 @@ class Checkpointer:
         max_key: Optional[str] = None,
         ckpt_predicate: Optional[Callable] = None,
     ) -> Optional[Checkpoint]:
-        """Load the chosen checkpoint (see :meth:`find_checkpoint`) into the recoverables; ``None`` if
-        none."""
+        """Load the checkpoint :meth:`find_checkpoint` chooses into the recoverables; ``None`` if none."""
         checkpoint = self.find_checkpoint(min_key, max_key, ckpt_predicate)
         if checkpoint is None:
             if min_key or max_key:

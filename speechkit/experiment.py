@@ -26,7 +26,7 @@ import sys
 from pathlib import Path
 from typing import Any, Optional, Union
 
-from speechkit.engine.world import distributed_api
+from speechkit import distributed
 from speechkit.errors import RunOptionsError
 
 logger = logging.getLogger(__name__)
@@ -63,11 +63,10 @@ def create_experiment_directory(
     setup (console; ``log.txt`` on the main process).
     """
     output_folder = Path(output_folder)
-    dist = distributed_api()
+    dist = distributed
     dist.run_on_main(_write_directory, args=(output_folder, Path(hparams_file), overrides, run_opts))
-    setup_logging(
-        output_folder / "log.txt" if dist.is_main() else None, getattr(run_opts, "log_config", None)
-    )
+    main = dist.is_main()
+    setup_logging(output_folder / "log.txt" if main else None, getattr(run_opts, "log_config", None), main)
     if getattr(run_opts, "seed", None) is not None:
         seed_everything(run_opts.seed)
     logger.info("Experiment directory: %s", output_folder)
@@ -116,8 +115,14 @@ def _git_commit() -> Optional[str]:
     return result.stdout.strip() or None if result.returncode == 0 else None
 
 
-def setup_logging(log_file: Optional[Path] = None, log_config: Optional[str] = None) -> None:
-    """Console INFO logging plus ``log_file``; or a ``logging.config.dictConfig`` YAML file."""
+def setup_logging(
+    log_file: Optional[Path] = None, log_config: Optional[str] = None, is_main: bool = True
+) -> None:
+    """Console logging plus ``log_file``; or a ``logging.config.dictConfig`` YAML file.
+
+    The main process logs INFO to the console; the others only warnings and errors (the same lines from
+    every rank would drown the useful ones).
+    """
     if log_config:
         import yaml
 
@@ -139,6 +144,7 @@ def setup_logging(log_file: Optional[Path] = None, log_config: Optional[str] = N
         for h in root.handlers
     ):
         console = logging.StreamHandler()
+        console.setLevel(logging.INFO if is_main else logging.WARNING)
         console.setFormatter(formatter)
         console._speechkit = True
         root.addHandler(console)

@@ -1,12 +1,10 @@
 """Load a hyperparameter YAML file (hyperpyyaml) with overrides, and report mistakes by file, key and line.
 
 hyperpyyaml builds the objects (``!new:``, ``!name:``, ``!apply:``, ``!ref``, ``!copy``, ``!include:``).
-Before
-handing the file to it, this module reads the file once more with line numbers to check what hyperpyyaml would
-report vaguely or not at all: malformed YAML, an override for a key the file does not have, a ``!ref`` to a
-missing key, a class or function that cannot be imported. ``!include:`` paths are made absolute relative
-to the
-file that includes them, whatever the working directory.
+Before handing the file to it, this module reads the file once more with line numbers to check what
+hyperpyyaml would report vaguely or not at all: malformed YAML, an override for a key the file does not have,
+a ``!ref`` to a missing key, a class or function that cannot be imported. ``!include:`` paths are made
+absolute relative to the file that includes them, whatever the working directory.
 
 Example:
     >>> hparams = load_hparams("hparams/train.yaml", {"lr": 0.1, "model.dim": 256})  # doctest: +SKIP
@@ -32,7 +30,7 @@ from speechkit.run_options import parse_arguments  # noqa: F401  (re-exported fo
 __all__ = ["load_hparams", "parse_arguments", "resolve_hparams_text"]
 
 _REFERENCE = re.compile(r"<([^<>]*)>")
-_OBJECT_TAGS = ("!new:", "!name:", "!apply:", "!module:")
+_OBJECT_TAGS = ("!new:", "!name:", "!apply:", "!applyref:", "!module:")
 
 
 def load_hparams(
@@ -73,8 +71,7 @@ def load_hparams(
 def resolve_hparams_text(
     path: str, overrides: Union[dict, str, None] = None, run_opts: Any = None, objects: Optional[list] = None
 ) -> str:
-    """Check ``path``, apply ``overrides`` and return YAML text ready for hyperpyyaml (includes made
-    absolute).
+    """Check ``path``, apply ``overrides``; return YAML text ready for hyperpyyaml (includes made absolute).
 
     This is the text :func:`~speechkit.experiment.create_experiment_directory` records as the run's hparams.
     """

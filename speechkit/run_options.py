@@ -1,5 +1,4 @@
-"""Run options: how to run an experiment (devices, precision, processes), as opposed to what to run (the
-YAML).
+"""Run options: how to run an experiment (devices, precision, processes), not what to run (the YAML).
 
 Every option is a field of :class:`RunOptions` with its real type and a help text, so ``--help`` documents it
 and ``--max_grad_norm 0.5`` arrives as a float. Each option resolves as default < hparams YAML < command line:

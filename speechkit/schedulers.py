@@ -3,8 +3,7 @@
 Each scheduler has an ``interval``: ``"batch"`` schedules are stepped after every optimizer step, ``"epoch"``
 schedules after the validation stage (with the validation loss as the metric). They are recoverable
 (``state_dict``/``load_state_dict``), so a resumed run continues the same schedule. Give one to a recipe
-as the
-top-level key ``lr_scheduler``::
+as the top-level key ``lr_scheduler``::
 
     lr_scheduler: !new:speechkit.schedulers.NoamScheduler
         lr_initial: 0.001
@@ -67,8 +66,7 @@ class NoamScheduler(Scheduler):
     """Linear warmup then inverse square root decay (the Transformer schedule); peaks at ``lr_initial``.
 
     ``lr(s) = lr_initial * min(s / warmup, sqrt(warmup / s))`` for step ``s >= 1`` (``s`` counts from 1,
-    so the
-    first update already uses a small non-zero rate).
+    so the first update already uses a small non-zero rate).
     """
 
     interval = "batch"

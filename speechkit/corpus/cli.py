@@ -2,7 +2,7 @@
 
 Example::
 
-    speechkit corpus data/corpus --size demo            # about 1,450 utterances, well under a minute
+    speechkit corpus data/corpus --size demo            # about 1,050 utterances, well under a minute
     speechkit corpus data/big --size medium --num-workers 8 --noise-prob 0.3
 """
 from __future__ import annotations
@@ -37,7 +37,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--noise-prob", type=float, default=defaults.noise_prob,
                         help="share of utterances with added noise (default: %(default)s)")
     parser.add_argument("--snr-range", type=float, nargs=2, default=defaults.snr_range,
-                        metavar=("MIN", "MAX"), help="signal-to-noise ratio range in dB (default: %(default)s)")
+                        metavar=("MIN", "MAX"),
+                        help="signal-to-noise ratio range in dB (default: %(default)s)")
     parser.add_argument("--num-workers", type=int, default=os.cpu_count() or 1,
                         help="synthesis processes (default: number of cores)")
     parser.add_argument("--overwrite", action="store_true", help="rebuild even if the folder holds a corpus")

@@ -13,6 +13,8 @@ import numpy as np
 """
 from __future__ import annotations
 
+from typing import Optional
+
 import numpy as np
 
 
@@ -128,7 +130,8 @@ def pad_with_floor(wave: np.ndarray, before: int, after: int, floor_dbfs: float,
                    rng: np.random.Generator) -> np.ndarray:
     """Pad with ``before``/``after`` samples of very quiet noise (real recordings are never digital zero)."""
     floor = 10.0 ** (floor_dbfs / 20.0)
-    total = np.concatenate([np.zeros(before, np.float32), wave.astype(np.float32), np.zeros(after, np.float32)])
+    total = np.concatenate([np.zeros(before, np.float32), wave.astype(np.float32),
+                            np.zeros(after, np.float32)])
     return (total + floor * rng.standard_normal(len(total))).astype(np.float32)
 
 

@@ -1,4 +1,4 @@
-"""Build the built-in corpus: plan every utterance from a seed, synthesize in parallel, write FLAC + manifests.
+"""Build the built-in corpus: plan each utterance from a seed, synthesize in parallel, write FLAC + manifests.
 
 The plan (which sentence, voice, speed, warp, loudness, silence and noise each utterance gets) is drawn in
 one process from the seed before any audio is made; workers only execute it, each utterance with its own
@@ -23,6 +23,7 @@ import json
 import multiprocessing
 import os
 import random
+import shutil
 import time
 import zlib
 from dataclasses import dataclass, field
@@ -49,7 +50,7 @@ SPLITS = ("train", "valid", "test")
 #: Named sizes: (train, valid, test) utterances.
 SIZES = {
     "tiny": (24, 6, 6),
-    "demo": (1200, 100, 150),
+    "demo": (800, 100, 150),
     "small": (5000, 300, 400),
     "medium": (20000, 500, 800),
     "large": (50000, 1000, 1500),
@@ -197,7 +198,8 @@ def render(plan: UtterancePlan, wave: np.ndarray) -> np.ndarray:
     """Turn an engine's output into the final int16 utterance (trim, warp, level, silence, noise)."""
     rng = np.random.default_rng(plan.seed)
     speech = effects.trim_silence(wave)
-    speech = effects.resample(speech, plan.warp, 1.0, exact=False)  # plays ``warp`` times faster: higher pitch
+    # Played ``warp`` times faster: pitch and formants up by ``warp``, like a shorter vocal tract.
+    speech = effects.resample(speech, plan.warp, 1.0, exact=False)
     speech = effects.set_loudness(speech, plan.loudness_dbfs)
     padded = effects.pad_with_floor(speech, plan.silence_before, plan.silence_after, plan.floor_dbfs, rng)
     if plan.noise_color is not None:
@@ -260,6 +262,8 @@ def build_corpus(config: CorpusConfig, overwrite: bool = False, log=print) -> di
         raise DataError(f"{out} holds a corpus built with other settings; use another folder or --overwrite")
     if os.path.isdir(out) and os.listdir(out) and not overwrite and not os.path.exists(summary_path):
         raise DataError(f"{out} is not empty and holds no corpus.json; use an empty folder or --overwrite")
+    if overwrite:
+        _remove_corpus_files(out)
     plan = make_plan(config)
     voices = split_voices(config)
     check_engines([voice_by_name(v) for v in sorted({p.voice for p in plan})])
@@ -295,6 +299,16 @@ def build_corpus(config: CorpusConfig, overwrite: bool = False, log=print) -> di
     log(f"corpus: {sum(counts.values())} utterances ({sum(hours.values()):.2f} h) in {out} "
         f"[train {counts['train']}, valid {counts['valid']}, test {counts['test']}] in {elapsed:.1f} s")
     return summary
+
+
+def _remove_corpus_files(out: str) -> None:
+    """Delete what a build writes (summary first: a half-removed corpus never looks complete)."""
+    for name in ("corpus.json",) + tuple(f"{split}.json" for split in SPLITS):
+        if os.path.exists(os.path.join(out, name)):
+            os.remove(os.path.join(out, name))
+    for split in SPLITS:
+        if os.path.isdir(os.path.join(out, split)):
+            shutil.rmtree(os.path.join(out, split))
 
 
 def _content_checksum(plan: list) -> int:

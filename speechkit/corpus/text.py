@@ -19,8 +19,9 @@ from typing import Callable
 
 # Word lists, grouped by the part they play in a sentence. Plain lists (not sets) keep the draw order stable.
 PERSONS = ("the farmer", "the teacher", "the doctor", "the driver", "the captain", "the baker", "the painter",
-           "the children", "my brother", "my sister", "her father", "his mother", "our neighbor", "the old man",
-           "the young woman", "the little girl", "the tall boy", "the police officer", "the student",
+           "the children", "my brother", "my sister", "her father", "his mother", "our neighbor",
+           "the old man", "the young woman", "the little girl", "the tall boy", "the police officer",
+           "the student",
            "the nurse", "the king", "the queen", "the sailor", "the singer", "the writer", "the hunter",
            "the lawyer", "the pilot", "the soldier", "the gardener")
 NAMES = ("john", "mary", "peter", "susan", "david", "emma", "robert", "linda", "thomas", "alice", "james",
@@ -38,8 +39,8 @@ PLURAL_THINGS = ("books", "letters", "baskets", "tables", "chairs", "bottles", "
                  "glasses", "pencils", "blankets")
 PLACES = ("the market", "the station", "the river", "the house", "the school", "the church", "the office",
           "the kitchen", "the garden", "the village", "the city", "the harbor", "the hospital", "the library",
-          "the forest", "the hill", "the beach", "the bank", "the farm", "the museum", "the park", "the store",
-          "the hotel", "the airport", "the corner", "the bridge", "the castle", "the theater")
+          "the forest", "the hill", "the beach", "the bank", "the farm", "the museum", "the park",
+          "the store", "the hotel", "the airport", "the corner", "the bridge", "the castle", "the theater")
 PAST_VERBS = ("carried", "found", "opened", "closed", "bought", "sold", "painted", "washed", "dropped",
               "moved", "brought", "took", "left", "lost", "built", "cleaned", "fixed", "showed", "gave",
               "kept", "pulled", "pushed", "watched", "picked", "covered", "filled", "broke", "hid", "sent",

@@ -18,8 +18,9 @@ import os
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Optional, Sequence
+from typing import Optional
 
 import numpy as np
 import soundfile
@@ -50,7 +51,7 @@ def _variants(speaker: str, engine: str, engine_voice: str, sex: str, low: float
             Voice(f"{speaker}-hi", speaker, engine, engine_voice, high, sex)]
 
 
-#: Five speakers x three warps. flite ``kal16`` and festival ``kal_diphone`` are one person: only kal16 is used.
+#: Five speakers x three warps. flite ``kal16`` and festival ``kal_diphone`` are one person: kal16 only.
 VOICES: tuple = tuple(
     _variants("rms", "flite", "rms", "m", 0.93, 1.09)
     + _variants("slt", "flite", "slt", "f", 0.94, 1.07)

@@ -29,6 +29,7 @@ import numpy as np
 from speechkit.errors import DataError
 
 CostFunction = Callable[[float], float]
+SORTS = (None, "ascending", "descending")
 LengthCost = Union[None, float, int, CostFunction]
 
 
@@ -171,3 +172,44 @@ def resplit(items: Sequence[int], batches: list, target: int, lengths: np.ndarra
         middle = len(batch) // 2
         halved[largest:largest + 1] = [batch[:middle], batch[middle:]]
     return halved
+
+
+def check_lengths(lengths: Sequence[float], num_items: int) -> np.ndarray:
+    """Lengths as a float64 array, checked: one per item, finite and not negative."""
+    array = np.asarray(lengths, dtype=np.float64).reshape(-1)
+    if array.size != num_items:
+        raise DataError(f"got {array.size} lengths for {num_items} items")
+    bad = np.flatnonzero(~np.isfinite(array) | (array < 0))
+    if bad.size:
+        raise DataError(f"item {int(bad[0])} has length {float(array[bad[0]])}; lengths must be finite and "
+                        ">= 0")
+    return array
+
+
+def check_max_batch_size(max_batch_size: Optional[int]) -> None:
+    if max_batch_size is not None and (isinstance(max_batch_size, bool) or not isinstance(max_batch_size, int)
+                                       or max_batch_size < 1):
+        raise DataError(f"max_batch_size must be a positive int or None, got {max_batch_size!r}")
+
+
+def sorted_order(lengths: np.ndarray, sort: str) -> np.ndarray:
+    """Indices by length, ties in dataset order."""
+    keys = lengths if sort == "ascending" else -lengths
+    return np.argsort(keys, kind="stable")
+
+
+def padding_stats(batches: Sequence[Sequence[int]], lengths: Optional[np.ndarray]) -> dict:
+    """Batches, items, and real / padded total length (``None`` figures without lengths).
+
+    Example:
+        >>> padding_stats([[0, 1]], np.array([1.0, 3.0]))["padding_efficiency"]
+        0.6666666666666666
+    """
+    items = sum(len(batch) for batch in batches)
+    if lengths is None:
+        return {"batches": len(batches), "items": items, "real_length": None, "padded_length": None,
+                "padding_efficiency": None}
+    real = float(sum(lengths[index] for batch in batches for index in batch))
+    padded = float(sum(len(batch) * max(lengths[index] for index in batch) for batch in batches if batch))
+    return {"batches": len(batches), "items": items, "real_length": real, "padded_length": padded,
+            "padding_efficiency": real / padded if padded > 0 else None}

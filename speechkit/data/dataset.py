@@ -87,6 +87,16 @@ class DynamicItemDataset(torch.utils.data.Dataset):
         return cls(data, dynamic_items, output_keys)
 
     @classmethod
+    def from_manifest(cls, path: str, replacements: Optional[Mapping[str, str]] = None,
+                      dynamic_items: Iterable[Any] = (), output_keys: OutputKeys = (),
+                      **manifest_options: Any) -> DynamicItemDataset:
+        """Load a ``.json``, ``.jsonl``, ``.csv`` or ``.tsv`` manifest, choosing the format by extension."""
+        from speechkit.data.manifest import load_manifest
+
+        data = load_manifest(path, replacements=replacements, **manifest_options)
+        return cls(data, dynamic_items, output_keys)
+
+    @classmethod
     def from_records(cls, records: Iterable[Mapping[str, Any]], dynamic_items: Iterable[Any] = (),
                      output_keys: OutputKeys = ()) -> DynamicItemDataset:
         """Build from a list of dicts, each with an ``"id"`` key (kept out of the stored fields)."""
@@ -138,7 +148,7 @@ class DynamicItemDataset(torch.utils.data.Dataset):
 
     def compute(self, data_id: str, output_keys: Union[OutputKeys, Plan, None] = None) -> dict:
         """The output keys of the data point ``data_id`` (errors from dynamic items name the id)."""
-        data_point = {"id": data_id, **self.data[data_id]}
+        data_point = {**self.data[data_id], "id": data_id}
         try:
             return self.pipeline.compute(data_point, output_keys)
         except AudioError as error:

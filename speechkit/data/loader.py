@@ -14,6 +14,7 @@ Example:
 """
 from __future__ import annotations
 
+import logging
 import random
 from collections.abc import Iterator, Mapping
 from typing import Any, Callable, Optional, Union
@@ -21,9 +22,12 @@ from typing import Any, Callable, Optional, Union
 import numpy as np
 import torch.utils.data
 
+from speechkit.data.buckets import cost_function
 from speechkit.data.samplers import DynamicBatchSampler, EvalBatchSampler, FixedBatchSampler
 from speechkit.errors import DataError
 from speechkit.stage import Stage
+
+logger = logging.getLogger(__name__)
 
 #: Loader options a YAML file may set, with their defaults (``shuffle`` defaults to True for training only).
 LOADER_OPTIONS = {
@@ -66,7 +70,7 @@ class SpeechLoader:
         self.seed = seed
         self.rank = rank
         self.stage = stage
-        self._start: Optional[int] = None  # position of the sampler when the running pass began
+        self._start = 0  # the sampler's position when the running pass began (after a resume: not 0)
         self._received = 0  # batches handed to the caller in the running pass
 
     @property
@@ -76,8 +80,6 @@ class SpeechLoader:
     def set_epoch(self, epoch: int) -> None:
         """Use the shuffling of ``epoch``; call it before each pass (a resume position of another epoch is
         dropped)."""
-        if int(epoch) != self.batch_sampler.epoch:
-            self._start = None
         self.batch_sampler.set_epoch(epoch)
 
     def __len__(self) -> int:
@@ -89,11 +91,13 @@ class SpeechLoader:
         entropy = np.random.SeedSequence([self.seed, self.epoch, self.rank]).generate_state(1)[0]
         generator.manual_seed(int(entropy))
         workers = self.num_workers
-        # The pass's batches are fixed up front: DataLoader may call iter() on its batch sampler twice, and
-        # the position is counted here, from the batches actually handed out.
+        # The pass's batches are fixed up front (DataLoader may call iter() on its batch sampler twice), and
+        # the position is counted here, from the batches handed to the caller, not those workers prefetch.
         batches = self.batch_sampler.begin_pass()
         self._start = self.batch_sampler.pass_start
         self._received = 0
+        if self.rank == 0:
+            self._log_plan(len(batches))
         loader = torch.utils.data.DataLoader(
             self.dataset, batch_sampler=batches, collate_fn=self.collate_fn, num_workers=workers,
             prefetch_factor=self.prefetch_factor if workers > 0 else None, pin_memory=self.pin_memory,
@@ -104,17 +108,27 @@ class SpeechLoader:
     def _count(self, iterator: Iterator[Any]) -> Iterator[Any]:
         for batch in iterator:
             self._received += 1
+            self.batch_sampler.mark_consumed(self._start + self._received)
             yield batch
+        self.batch_sampler.end_pass()
 
     def state_dict(self) -> dict:
         """The position reached by the caller (not by prefetching workers): load it to yield what is left."""
-        if self._start is None:
-            return self.batch_sampler.state_dict()
-        return self.batch_sampler.state_at(self._start + self._received)
+        return self.batch_sampler.state_dict()
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        self._start = None
+        self._received = 0
         self.batch_sampler.load_state_dict(dict(state))
+
+    def _log_plan(self, count: int) -> None:
+        if not logger.isEnabledFor(logging.INFO):
+            return
+        stats = self.batch_sampler.stats()
+        efficiency = stats.get("padding_efficiency")
+        resumed = f", resuming after {self._start} batches" if self._start else ""
+        logger.info("%s epoch %d: %d batches on rank 0 (%d items)%s, padding efficiency %s", self.stage.value,
+                    self.epoch, count, stats["items"], resumed,
+                    "n/a" if efficiency is None else f"{efficiency:.3f}")
 
     def stats(self) -> dict:
         """This rank's epoch plan: batches, items, padding efficiency (real / padded length), and the batches
@@ -155,6 +169,7 @@ def make_dataloader(dataset: Any, stage: Union[Stage, str], *, rank: int = 0, wo
     num_workers = options["num_workers"]
     if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 0:
         raise DataError(f"loader option num_workers must be an int >= 0, got {num_workers!r}")
+    seed = 0 if seed is None else int(seed)
     sampler = _batch_sampler(dataset, stage, options, rank, world_size, seed)
     collate_fn = options["collate_fn"]
     if collate_fn is None:
@@ -182,6 +197,8 @@ def _batch_sampler(dataset: Any, stage: Stage, options: dict, rank: int, world_s
     needs_lengths = bool(dynamic) or sort is not None
     lengths = _lengths(dataset, length_key, required=needs_lengths)
     num_items = len(dataset)
+    if dynamic:
+        _check_items_fit(dataset, lengths, dynamic, length_key)
     if stage is Stage.TRAIN:
         if dynamic:
             arguments = {"shuffle": True if options["shuffle"] is None else bool(options["shuffle"]),
@@ -211,6 +228,22 @@ def _lengths(dataset: Any, key: str, required: bool) -> Optional[list]:
         return list(measure(key))
     except (DataError, KeyError):
         return None
+
+
+def _check_items_fit(dataset: Any, lengths: list, dynamic: dict, length_key: str) -> None:
+    """Name the data points too long for any batch (the samplers only know their positions)."""
+    cost = cost_function(dynamic.get("length_cost"))
+    budget = dynamic["max_batch_length"]
+    if isinstance(budget, bool) or not isinstance(budget, (int, float)):
+        return  # the sampler reports the bad value
+    too_long = [index for index, length in enumerate(lengths) if cost(length) > budget]
+    if too_long:
+        ids = getattr(dataset, "data_ids", None)
+        names = [repr(ids[index]) if ids is not None else f"#{index}" for index in too_long[:3]]
+        raise DataError(f"{len(too_long)} data point(s) are too long for dynamic_batching.max_batch_length="
+                        f"{budget:g} even alone ({', '.join(names)}{', ...' if len(too_long) > 3 else ''}: "
+                        f"{length_key} {lengths[too_long[0]]:g}); filter them out, e.g. dataset."
+                        f"filtered_sorted(key_max_value={{{length_key!r}: ...}}), or raise the budget")
 
 
 def seed_worker(worker_id: int) -> None:

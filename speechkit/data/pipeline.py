@@ -21,6 +21,7 @@ Example:
 from __future__ import annotations
 
 import inspect
+import types
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Callable, NamedTuple, Optional, Union
 
@@ -248,19 +249,27 @@ class DataPipeline:
 
     def _run(self, item: DynamicItem, data_point: Mapping[str, Any], values: dict, needed: frozenset) -> None:
         args = [_field(data_point, key) if key in self.static_keys else values[key] for key in item.takes]
-        if not item.is_generator:
-            result = item(*args)
-            if len(item.provides) == 1:
-                values[item.provides[0]] = result
-                return
-            if not isinstance(result, (tuple, list)) or len(result) != len(item.provides):
-                raise DataError(f"dynamic item {item.__name__} provides {len(item.provides)} keys "
-                                f"{list(item.provides)} but returned {type(result).__name__}; return a tuple "
-                                "of that length or yield each value")
-            values.update(zip(item.provides, result))
+        if item.is_generator:
+            self._advance(item, item(*args), values, needed)
             return
+        result = item(*args)
+        if isinstance(result, types.GeneratorType) and len(item.provides) > 1:
+            # e.g. a callable object whose __call__ yields: not detectable before the call
+            self._advance(item, result, values, needed)
+            return
+        if len(item.provides) == 1:
+            values[item.provides[0]] = result
+            return
+        if not isinstance(result, (tuple, list)) or len(result) != len(item.provides):
+            raise DataError(f"dynamic item {item.__name__} provides {len(item.provides)} keys "
+                            f"{list(item.provides)} but returned {type(result).__name__}; return a tuple "
+                            "of that length or yield each value")
+        values.update(zip(item.provides, result))
+
+    @staticmethod
+    def _advance(item: DynamicItem, generator: Any, values: dict, needed: frozenset) -> None:
         last_needed = max(i for i, key in enumerate(item.provides) if key in needed)
-        generator = item(*args)
+        index = 0
         try:
             for index in range(last_needed + 1):
                 values[item.provides[index]] = next(generator)

@@ -23,6 +23,10 @@ import torch.nn.functional as F
 
 from speechkit.errors import DataError
 
+#: Largest filter bank built (phases x taps): rates whose gcd is tiny, e.g. 16001 -> 16000 Hz, would need
+#: gigabytes.
+MAX_KERNEL_ELEMENTS = 1 << 26
+
 
 def _as_rate(value: float, name: str) -> int:
     if isinstance(value, bool) or float(value) != int(value) or int(value) <= 0:
@@ -50,6 +54,10 @@ def sinc_resample_kernel(orig_freq: int, new_freq: int, *, lowpass_filter_width:
     cutoff = min(orig, new) * rolloff / orig
     half_width = lowpass_filter_width / cutoff  # in input samples
     padding = math.ceil(half_width)
+    if new * (orig + 2 * padding) > MAX_KERNEL_ELEMENTS:
+        raise DataError(f"resampling {orig_freq} -> {new_freq} Hz needs a {new} x {orig + 2 * padding} "
+                        f"filter bank (the rates share only the factor {divisor}); resample through a "
+                        "rate with a larger common factor, or round the rates")
 
     phases = torch.arange(new, dtype=torch.float64, device=device).unsqueeze(1) * orig / new  # (new, 1)
     taps = torch.arange(-padding, orig + padding, dtype=torch.float64, device=device).unsqueeze(0)

@@ -23,23 +23,22 @@ Example:
 """
 from __future__ import annotations
 
-import base64
 import logging
-import zlib
 from collections.abc import Iterator, Sequence
 from typing import Optional
 
 import numpy as np
 
 from speechkit.data import buckets
-from speechkit.data.sharding import Step, check_rank, deal_buckets, deal_fixed, shard_round_robin
+from speechkit.data.buckets import SORTS, check_lengths, check_max_batch_size, padding_stats, sorted_order
+from speechkit.data.eval_sampler import EvalBatchSampler
+from speechkit.data.sampler_state import STATE_VERSION, check_state, decode_mask, encode_mask
+from speechkit.data.sharding import Step, check_rank, deal_buckets, deal_fixed
 from speechkit.errors import DataError
 
 logger = logging.getLogger(__name__)
 
-STATE_VERSION = 1
 BATCH_ORDERINGS = ("random", "ascending", "descending")
-SORTS = (None, "ascending", "descending")
 
 
 class _Iteration:
@@ -48,6 +47,7 @@ class _Iteration:
     def __init__(self, origin: Optional[np.ndarray], steps: list, position: int):
         self.origin, self.steps, self.position = origin, steps, position
         self.start = position
+        self.finished = False
 
 
 class _PlannedSampler:
@@ -94,14 +94,25 @@ class _PlannedSampler:
         for index in range(iteration.position, len(iteration.steps)):
             iteration.position = index + 1  # counted as consumed once handed out
             yield list(iteration.steps[index].batches[self.rank])
+        iteration.finished = True
 
     def begin_pass(self) -> list:
         """Start a pass and return all of this rank's batches for it (what ``iter`` would yield).
 
-        For a loader that counts consumed batches itself and reports them with :meth:`state_at`.
+        For a loader that hands the batches out itself and reports progress with :meth:`mark_consumed`.
         """
         iteration = self._active = self._begin()
         return [list(step.batches[self.rank]) for step in iteration.steps[iteration.position:]]
+
+    def mark_consumed(self, position: int) -> None:
+        """Record that ``position`` steps of the running pass (from :meth:`begin_pass`) are consumed."""
+        if self._active is not None:
+            self._active.position = int(position)
+
+    def end_pass(self) -> None:
+        """Record that the running pass (from :meth:`begin_pass`) has handed out all its batches."""
+        if self._active is not None:
+            self._active.finished = True
 
     @property
     def pass_start(self) -> int:
@@ -114,16 +125,20 @@ class _PlannedSampler:
         return _Iteration(origin, self.plan(origin), done)
 
     def __len__(self) -> int:
-        """Batches this rank yields in the current (or next) pass over the epoch."""
+        """Batches this rank yields in the running pass (constant while it runs), or in the next one.
+
+        After ``load_state_dict`` that is the number of batches left in the epoch.
+        """
         iteration = self._current()
-        return len(iteration.steps) - iteration.position
+        return len(iteration.steps) - iteration.start
 
     def _current(self) -> _Iteration:
+        """The running pass, else the one the next ``iter`` starts (from a loaded position or afresh)."""
         if self._pending is not None:
             origin, done = self._pending
             return _Iteration(origin, self.plan(origin), done)
-        if self._active is not None and self._active.position < len(self._active.steps):
-            return _Iteration(self._active.origin, self._active.steps, self._active.position)
+        if self._active is not None and not self._active.finished:
+            return self._active
         return _Iteration(None, self.plan(None), 0)
 
     def plan(self, origin: Optional[np.ndarray] = None) -> list:
@@ -167,7 +182,7 @@ class _PlannedSampler:
 
     def load_state_dict(self, state: dict) -> None:
         """Resume from :meth:`state_dict` output, on this world size (which may differ from the saved one)."""
-        _check_state(state, type(self).__name__, self.num_items)
+        check_state(state, type(self).__name__, self.num_items)
         self.epoch = int(state["epoch"])
         self._active = None
         consumed = decode_mask(state["consumed"], self.num_items)
@@ -274,10 +289,11 @@ class DynamicBatchSampler(_PlannedSampler):
     :func:`speechkit.data.sharding.deal_buckets` for how buckets are made to divide evenly.
 
     Example:
-        >>> sampler = DynamicBatchSampler([2.0, 2.5, 8.0, 7.5, 3.0, 9.0], max_batch_length=16.0,
-        ...                               num_buckets=2, world_size=2, rank=0)
-        >>> [len(batch) for batch in sampler]
-        [1, 2, 1]
+        >>> lengths = [2.0, 2.5, 8.0, 7.5, 3.0, 9.0, 2.2, 8.8]
+        >>> ranks = [DynamicBatchSampler(lengths, max_batch_length=16.0, num_buckets=2, world_size=2, rank=r)
+        ...          for r in (0, 1)]
+        >>> [list(sampler) for sampler in ranks]  # step 1 from bucket 0 (<= 8 s), step 2 from bucket 1
+        [[[0, 6, 1, 4], [7]], [[3, 2], [5]]]
     """
 
     def __init__(self, lengths: Sequence[float], max_batch_length: float, num_buckets: Optional[int] = None,
@@ -392,182 +408,6 @@ class DynamicBatchSampler(_PlannedSampler):
         if self.batch_ordering == "descending":
             order = np.argsort([-value for value in longest], kind="stable")
         return [steps[index] for index in order]
-
-
-class EvalBatchSampler:
-    """Validation/test batches: rank ``r`` gets a disjoint shard; no item repeated or dropped.
-
-    Shards are dealt round-robin from the evaluation order (sorted by length when ``sort`` is given, so every
-    rank gets a similar mix of lengths), and may differ by one item; ranks may yield different numbers of
-    batches (evaluation runs no collective until the stage ends).
-
-    Arguments:
-        num_items: dataset size.
-        batch_size: items per batch (the last batch of a shard may be smaller).
-        lengths: one length per item (needed for ``sort`` and dynamic batches; used for statistics).
-        sort: ``"ascending"`` / ``"descending"`` by length, or None for dataset order.
-        max_batch_length: if given, batches are packed by padded length instead (``batch_size`` is then
-            ignored) from the shard in length order; ``max_batch_size`` and ``length_cost`` as in
-            :class:`DynamicBatchSampler`.
-
-    Resuming mid-epoch continues exactly on the same rank and world size; a state from another world size
-    restarts the evaluation (its results were not saved either).
-
-    Example:
-        >>> [list(EvalBatchSampler(5, batch_size=2, rank=r, world_size=2)) for r in (0, 1)]
-        [[[0, 2], [4]], [[1, 3]]]
-    """
-
-    def __init__(self, num_items: int, batch_size: int = 1, *, lengths: Optional[Sequence[float]] = None,
-                 sort: Optional[str] = None, max_batch_length: Optional[float] = None,
-                 max_batch_size: Optional[int] = None, length_cost: buckets.LengthCost = None, rank: int = 0,
-                 world_size: int = 1):
-        check_rank(rank, world_size)
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise DataError(f"batch_size must be a positive int, got {batch_size!r}")
-        if sort not in SORTS:
-            raise DataError(f"sort must be one of {SORTS}, got {sort!r}")
-        self.num_items, self.rank, self.world_size = int(num_items), rank, world_size
-        self.lengths = None if lengths is None else check_lengths(lengths, num_items)
-        if (sort is not None or max_batch_length is not None) and self.lengths is None:
-            raise DataError("sorting or dynamic batches need the item lengths")
-        if max_batch_length is not None:
-            order = sorted_order(self.lengths, sort or "ascending")
-            shard = shard_round_robin(order.tolist(), rank, world_size)
-            cost = buckets.cost_function(length_cost)
-            check_max_batch_size(max_batch_size)
-            self.batches = buckets.pack_greedy(shard, self.lengths, cost, float(max_batch_length),
-                                               max_batch_size)
-        else:
-            order = np.arange(self.num_items) if sort is None else sorted_order(self.lengths, sort)
-            shard = shard_round_robin(order.tolist(), rank, world_size)
-            self.batches = [shard[start:start + batch_size] for start in range(0, len(shard), batch_size)]
-        self.epoch = 0
-        self._start = 0  # batches to skip at the next pass (from load_state_dict)
-        self._position = 0
-        self.pass_start = 0  # batches already consumed when the running pass began
-
-    def set_epoch(self, epoch: int) -> None:
-        """Evaluation order does not change with the epoch; a loaded position for another epoch is dropped."""
-        if int(epoch) != self.epoch:
-            self.epoch, self._start, self._position = int(epoch), 0, 0
-
-    def __iter__(self) -> Iterator[list]:
-        start = self._begin()  # at the first next(), like the training samplers
-        for index in range(start, len(self.batches)):
-            self._position = index + 1
-            yield list(self.batches[index])
-
-    def begin_pass(self) -> list:
-        """Start a pass and return this rank's batches for it (see ``_PlannedSampler.begin_pass``)."""
-        return [list(batch) for batch in self.batches[self._begin():]]
-
-    def _begin(self) -> int:
-        start, self._start = self._start, 0
-        self._position = self.pass_start = start
-        return start
-
-    def __len__(self) -> int:
-        return len(self.batches) - self._start
-
-    def state_dict(self) -> dict:
-        return self.state_at(self._start or self._position)
-
-    def state_at(self, position: int) -> dict:
-        """The state once ``position`` batches of this rank's shard are consumed."""
-        consumed = np.zeros(self.num_items, dtype=bool)
-        for batch in self.batches[:position]:
-            consumed[batch] = True
-        return {"version": STATE_VERSION, "sampler": type(self).__name__, "epoch": self.epoch,
-                "num_items": self.num_items, "rank": self.rank, "world_size": self.world_size,
-                "batches": int(position), "consumed": encode_mask(consumed)}
-
-    def load_state_dict(self, state: dict) -> None:
-        _check_state(state, type(self).__name__, self.num_items)
-        self.epoch = int(state["epoch"])
-        if state.get("rank") == self.rank and state.get("world_size") == self.world_size:
-            self._start = int(state["batches"])
-        else:
-            self._start = 0
-            logger.warning("EvalBatchSampler: state saved by rank %s of %s; restarting the evaluation on "
-                           "rank %d of %d", state.get("rank"), state.get("world_size"), self.rank,
-                           self.world_size)
-        self._position = self._start
-
-    def stats(self) -> dict:
-        return {"epoch": self.epoch, **padding_stats(self.batches, self.lengths)}
-
-
-# -- helpers ------------------------------------------------------------------------------------------------
-
-def check_lengths(lengths: Sequence[float], num_items: int) -> np.ndarray:
-    """Lengths as a float64 array, checked: one per item, finite and not negative."""
-    array = np.asarray(lengths, dtype=np.float64).reshape(-1)
-    if array.size != num_items:
-        raise DataError(f"got {array.size} lengths for {num_items} items")
-    bad = np.flatnonzero(~np.isfinite(array) | (array < 0))
-    if bad.size:
-        raise DataError(f"item {int(bad[0])} has length {float(array[bad[0]])}; lengths must be finite and "
-                        ">= 0")
-    return array
-
-
-def check_max_batch_size(max_batch_size: Optional[int]) -> None:
-    if max_batch_size is not None and (isinstance(max_batch_size, bool) or not isinstance(max_batch_size, int)
-                                       or max_batch_size < 1):
-        raise DataError(f"max_batch_size must be a positive int or None, got {max_batch_size!r}")
-
-
-def sorted_order(lengths: np.ndarray, sort: str) -> np.ndarray:
-    """Indices by length, ties in dataset order."""
-    keys = lengths if sort == "ascending" else -lengths
-    return np.argsort(keys, kind="stable")
-
-
-def padding_stats(batches: Sequence[Sequence[int]], lengths: Optional[np.ndarray]) -> dict:
-    """Batches, items, and real / padded total length (``None`` figures without lengths).
-
-    Example:
-        >>> padding_stats([[0, 1]], np.array([1.0, 3.0]))["padding_efficiency"]
-        0.6666666666666666
-    """
-    items = sum(len(batch) for batch in batches)
-    if lengths is None:
-        return {"batches": len(batches), "items": items, "real_length": None, "padded_length": None,
-                "padding_efficiency": None}
-    real = float(sum(lengths[index] for batch in batches for index in batch))
-    padded = float(sum(len(batch) * max(lengths[index] for index in batch) for batch in batches if batch))
-    return {"batches": len(batches), "items": items, "real_length": real, "padded_length": padded,
-            "padding_efficiency": real / padded if padded > 0 else None}
-
-
-def encode_mask(mask: np.ndarray) -> str:
-    """A bool mask as compact text (zlib-compressed bits, base64), safe in any checkpoint format."""
-    return base64.b64encode(zlib.compress(np.packbits(mask.astype(bool)).tobytes())).decode("ascii")
-
-
-def decode_mask(text: str, size: int) -> np.ndarray:
-    try:
-        packed = zlib.decompress(base64.b64decode(text.encode("ascii"), validate=True))
-        bits = np.unpackbits(np.frombuffer(packed, dtype=np.uint8))
-    except (ValueError, TypeError, AttributeError, zlib.error) as error:
-        raise DataError(f"sampler state: 'consumed' is not a valid item mask ({error})") from None
-    if bits.size < size:
-        raise DataError(f"sampler state: 'consumed' covers {bits.size} items, the dataset has {size}")
-    return bits[:size].astype(bool)
-
-
-def _check_state(state: dict, kind: str, num_items: int) -> None:
-    if not isinstance(state, dict):
-        raise DataError(f"{kind} state must be a dict, got {type(state).__name__}")
-    for key in ("sampler", "epoch", "num_items", "consumed"):
-        if key not in state:
-            raise DataError(f"{kind} state has no key {key!r} (keys: {sorted(state)})")
-    if state["sampler"] != kind:
-        raise DataError(f"state was saved by a {state['sampler']}, cannot load it into a {kind}")
-    if state["num_items"] != num_items:
-        raise DataError(f"{kind} state was saved for {state['num_items']} items, this dataset has "
-                        f"{num_items}: the dataset changed since the checkpoint")
 
 
 __all__ = ["FixedBatchSampler", "DynamicBatchSampler", "EvalBatchSampler", "Step", "padding_stats"]

@@ -8,13 +8,20 @@ Example:
 """
 
 from speechkit.decoding.beam_search import AttentionBeamSearch
-from speechkit.decoding.ctc import ctc_greedy_decode, ctc_prefix_beam_search
+from speechkit.decoding.ctc import (
+    CTCPrefixBeamSearch,
+    PrefixLanguageModelScores,
+    ctc_greedy_decode,
+    ctc_prefix_beam_search,
+)
 from speechkit.decoding.ctc_prefix_score import CTCPrefixScorer, CTCPrefixState
 
 __all__ = [
     "AttentionBeamSearch",
+    "CTCPrefixBeamSearch",
     "CTCPrefixScorer",
     "CTCPrefixState",
+    "PrefixLanguageModelScores",
     "ctc_greedy_decode",
     "ctc_prefix_beam_search",
 ]

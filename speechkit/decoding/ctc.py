@@ -19,6 +19,7 @@ from typing import Optional
 import numpy as np
 import torch
 
+from speechkit.errors import HparamsError
 from speechkit.nn.masks import check_lengths, length_mask
 
 
@@ -54,19 +55,75 @@ def _logaddexp(a: float, b: float) -> float:
     return b + math.log1p(math.exp(a - b))
 
 
+class PrefixLanguageModelScores:
+    """Next-token LM log-probabilities per prefix, computed once per prefix and batched per call.
+
+    Args:
+        lm: a language model with ``score_next(prefixes (n, length), state) -> (log_probs (n, vocab), state)``
+            (see :mod:`speechkit.models.language_models`), in the mode the caller wants (usually eval).
+        bos_index: token put before every prefix.
+    """
+
+    def __init__(self, lm, bos_index: int):
+        self.lm = lm
+        self.bos_index = bos_index
+        self.cache: dict[tuple[int, ...], np.ndarray] = {}
+        parameter = next(iter(lm.parameters()), None)
+        self.device = parameter.device if parameter is not None else torch.device("cpu")
+
+    def ensure(self, prefixes) -> None:
+        """Compute the scores of the prefixes not seen yet (one LM call per prefix length)."""
+        by_length: dict[int, list[tuple[int, ...]]] = {}
+        for prefix in prefixes:
+            if prefix not in self.cache:
+                by_length.setdefault(len(prefix), []).append(prefix)
+        for group in by_length.values():
+            inputs = torch.tensor(
+                [(self.bos_index,) + p for p in group], dtype=torch.long, device=self.device
+            )
+            with torch.no_grad():
+                log_probs, _ = self.lm.score_next(inputs, None)
+            for prefix, row in zip(group, log_probs.float().cpu().numpy()):
+                self.cache[prefix] = row
+
+    def __getitem__(self, prefix: tuple[int, ...]) -> np.ndarray:
+        return self.cache[prefix]
+
+
 def _prefix_beam_search_one(
-    frames: np.ndarray, beam_size: int, blank_index: int, token_beam: int, blank_skip: Optional[float]
+    frames: np.ndarray,
+    beam_size: int,
+    blank_index: int,
+    token_beam: int,
+    blank_skip: Optional[float],
+    lm_scores: Optional[PrefixLanguageModelScores] = None,
+    lm_weight: float = 0.0,
+    eos_index: Optional[int] = None,
+    length_bonus: float = 0.0,
 ) -> list[tuple[tuple[int, ...], float]]:
-    """Prefix beam search over one utterance's ``(frames, vocab)`` log-probs: (prefix, logp), best first."""
+    """Prefix beam search over one utterance's ``(frames, vocab)`` log-probs: (prefix, score), best first.
+
+    The score is the CTC log-probability of the prefix (all alignments), plus ``lm_weight`` times its LM
+    log-probability (ending with ``eos_index`` at the end) and ``length_bonus`` per token.
+    """
     neg_inf = -math.inf
     # prefix -> (log P(prefix, path ends in blank), log P(prefix, path ends in a label))
     beam: dict[tuple[int, ...], tuple[float, float]] = {(): (0.0, neg_inf)}
+    # prefix -> weighted LM log-probability of its tokens plus the length bonus (0 without an LM)
+    fused: dict[tuple[int, ...], float] = {(): 0.0}
+
+    def extension_score(prefix: tuple[int, ...], token: int) -> float:
+        lm_part = lm_weight * float(lm_scores[prefix][token]) if lm_scores is not None else 0.0
+        return fused[prefix] + lm_part + length_bonus
+
     for frame in frames:
         blank_logp = float(frame[blank_index])
         if blank_skip is not None and blank_logp > blank_skip:
             # A near-certain blank only merges the two path endings of each prefix.
             beam = {p: (_logaddexp(b, nb) + blank_logp, neg_inf) for p, (b, nb) in beam.items()}
             continue
+        if lm_scores is not None:
+            lm_scores.ensure(beam)
         candidates = np.argpartition(-frame, min(token_beam, frame.shape[0] - 1))[:token_beam]
         next_beam: dict[tuple[int, ...], list[float]] = {}
 
@@ -84,20 +141,31 @@ def _prefix_beam_search_one(
                 if token == blank_index:
                     continue
                 token_logp = float(frame[token])
+                extended = prefix + (token,)
+                if extended not in fused:
+                    fused[extended] = extension_score(prefix, token)
                 if token == last:
                     # Repeating the label without a blank in between stays on the same prefix...
                     add(prefix, neg_inf, p_label + token_logp)
                     # ...while a blank in between starts a new occurrence.
-                    add(prefix + (token,), neg_inf, p_blank + token_logp)
+                    add(extended, neg_inf, p_blank + token_logp)
                 else:
-                    add(prefix + (token,), neg_inf, total + token_logp)
-        scored = sorted(next_beam.items(), key=lambda item: (-_logaddexp(item[1][0], item[1][1]), item[0]))[
-            :beam_size
-        ]
+                    add(extended, neg_inf, total + token_logp)
+
+        def rank(item):
+            prefix, (b, nb) = item
+            return (-(_logaddexp(b, nb) + fused[prefix]), prefix)
+
+        scored = sorted(next_beam.items(), key=rank)[:beam_size]
         # Impossible prefixes (e.g. a repeat with no frame left for the blank between) leave the beam.
         beam = {prefix: (b, nb) for prefix, (b, nb) in scored if max(b, nb) > neg_inf}
         beam = beam or {(): (neg_inf, neg_inf)}
-    results = [(prefix, _logaddexp(b, nb)) for prefix, (b, nb) in beam.items()]
+    if lm_scores is not None and eos_index is not None:
+        lm_scores.ensure(beam)
+        ends = {p: lm_weight * float(lm_scores[p][eos_index]) for p in beam}
+    else:
+        ends = dict.fromkeys(beam, 0.0)
+    results = [(p, _logaddexp(b, nb) + fused[p] + ends[p]) for p, (b, nb) in beam.items()]
     return sorted(results, key=lambda item: (-item[1], item[0]))
 
 
@@ -109,8 +177,16 @@ def ctc_prefix_beam_search(
     token_beam: Optional[int] = None,
     blank_skip_threshold: Optional[float] = None,
     return_nbest: bool = False,
+    lm=None,
+    lm_weight: float = 0.0,
+    bos_index: Optional[int] = None,
+    eos_index: Optional[int] = None,
+    length_bonus: float = 0.0,
 ):
-    """CTC prefix beam search: keeps the ``beam_size`` prefixes with the highest total path probability.
+    """CTC prefix beam search, optionally with language-model shallow fusion.
+
+    Keeps the ``beam_size`` prefixes with the highest score: CTC log-probability of the prefix (summed over
+    alignments) + ``lm_weight`` * LM log-probability + ``length_bonus`` * number of tokens.
 
     Args:
         log_probs: ``(batch, frames, vocab)`` log-probabilities.
@@ -120,21 +196,68 @@ def ctc_prefix_beam_search(
         token_beam: labels tried per frame (the most likely ones; default ``beam_size``, plus the blank).
         blank_skip_threshold: frames whose blank probability exceeds this (e.g. 0.999) only merge paths,
             which is faster and nearly exact; ``None`` disables it.
-        return_nbest: return, per item, ``(tokens, log_prob)`` best first.
+        return_nbest: return, per item, ``(tokens, score)`` best first.
+        lm: optional language model over the same token ids (``score_next`` interface of
+            :mod:`speechkit.models.language_models`); needs ``bos_index``.
+        lm_weight: shallow-fusion weight.
+        bos_index: LM start token.
+        eos_index: LM end token, scored once at the end of each hypothesis (skipped when ``None``).
+        length_bonus: added per emitted token (balances the LM's preference for short outputs).
 
     Returns:
         ``list[list[int]]`` (best hypothesis per item) or, with ``return_nbest``,
         ``list[list[(list[int], float)]]``.
+
+    Raises:
+        HparamsError: an LM without ``bos_index``, or ``lm_weight`` without an LM.
     """
     batch, frames, _ = log_probs.shape
     check_lengths(lengths, frames, batch, "CTC decoding lengths")
+    if lm is not None and bos_index is None:
+        raise HparamsError("CTC beam search with an LM needs bos_index (the LM's start token)")
+    if lm is None and lm_weight:
+        raise HparamsError(f"lm_weight is {lm_weight} but no lm was given")
     token_beam = token_beam or beam_size
     threshold = None if blank_skip_threshold is None else math.log(blank_skip_threshold)
     array = log_probs.detach().float().cpu().numpy()
     outputs = []
     for i, length in enumerate(lengths.tolist()):
+        # One cache per utterance: its LM calls never depend on the other items of the batch.
+        lm_scores = PrefixLanguageModelScores(lm, bos_index) if lm is not None else None
         nbest = _prefix_beam_search_one(
-            array[i, :length], beam_size, blank_index, token_beam + 1, threshold
+            array[i, :length],
+            beam_size,
+            blank_index,
+            token_beam + 1,
+            threshold,
+            lm_scores,
+            lm_weight,
+            eos_index,
+            length_bonus,
         )
         outputs.append([(list(p), s) for p, s in nbest] if return_nbest else list(nbest[0][0]))
     return outputs
+
+
+class CTCPrefixBeamSearch:
+    """:func:`ctc_prefix_beam_search` with its settings bound, for YAML.
+
+    Example (hyperpyyaml)::
+
+        ctc_search: !new:speechkit.decoding.CTCPrefixBeamSearch
+            beam_size: 10
+            lm: !ref <lm>
+            lm_weight: 0.5
+            bos_index: !ref <bos_index>
+            eos_index: !ref <eos_index>
+
+    Then ``hyps = ctc_search(log_probs, lengths)``.
+    """
+
+    def __init__(self, beam_size: int = 10, blank_index: int = 0, **options):
+        self.beam_size = beam_size
+        self.blank_index = blank_index
+        self.options = options
+
+    def __call__(self, log_probs: torch.Tensor, lengths: torch.Tensor):
+        return ctc_prefix_beam_search(log_probs, lengths, self.beam_size, self.blank_index, **self.options)

@@ -115,7 +115,7 @@ class CTCPrefixScorer:
         candidate: torch.Tensor,
         token: torch.Tensor,
     ) -> CTCPrefixState:
-        """New state keeping, for each new hypothesis, prefix ``hypothesis[i]`` extended by its ``candidate[i]``."""
+        """State of the new hypotheses: prefix ``hypothesis[i]`` extended by candidate ``candidate[i]``."""
         log_r = extended_log_r[:, :, hypothesis, candidate]
         return CTCPrefixState(
             log_r,

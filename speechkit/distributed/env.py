@@ -22,8 +22,9 @@ Example:
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping, Optional
+from typing import Optional
 
 from speechkit.errors import DistributedError
 
@@ -76,9 +77,21 @@ class DistributedContext:
         return f"{where} on {self.device}, {self.backend or 'no process group'} via {self.launcher}"
 
 
+def requested_workers(run_opts) -> Optional[int]:
+    """The process count asked for with ``--num-workers`` (``None`` if not asked).
+
+    A top-level ``num_workers`` key of a YAML file usually means data-loading workers, so it counts only
+    together with ``--worker-id``; otherwise the option must come from the command line.
+    """
+    if run_opts.worker_id is not None or "num_workers" in getattr(run_opts, "explicit", frozenset()):
+        return run_opts.num_workers
+    return None
+
+
 def is_spawn_request(run_opts) -> bool:
     """True when the command asks this process to start local workers (``--num-workers N``, N > 1, no id)."""
-    return run_opts.worker_id is None and run_opts.num_workers is not None and run_opts.num_workers > 1
+    workers = requested_workers(run_opts)
+    return run_opts.worker_id is None and workers is not None and workers > 1
 
 
 def resolve_context(run_opts, environ: Mapping[str, str], cuda_device_count: int) -> DistributedContext:
@@ -92,13 +105,14 @@ def resolve_context(run_opts, environ: Mapping[str, str], cuda_device_count: int
     Raises:
         DistributedError: inconsistent flags or environment, naming the flag or variable.
     """
-    if run_opts.worker_id is not None or (run_opts.num_workers is not None and run_opts.num_workers <= 1):
+    workers = requested_workers(run_opts)
+    if run_opts.worker_id is not None or (workers is not None and workers <= 1):
         place = _from_explicit_flags(run_opts, environ)
     elif _has_torchrun_env(environ):
         place = _from_torchrun_env(run_opts, environ)
     elif run_opts.distributed_launch or run_opts.local_rank is not None:
-        raise DistributedError("--distributed_launch/--local-rank were given but RANK and WORLD_SIZE are not set: "
-                               "start the script with torchrun or python -m torch.distributed.launch")
+        raise DistributedError("--distributed_launch/--local-rank were given but RANK and WORLD_SIZE are not "
+                               "set: start the script with torchrun or python -m torch.distributed.launch")
     elif _has_slurm_step_env(environ):
         place = _from_slurm_env(environ)
     else:
@@ -145,8 +159,8 @@ def _from_torchrun_env(run_opts, environ: Mapping[str, str]) -> dict:
     rank, world = _int_env(environ, "RANK"), _int_env(environ, "WORLD_SIZE")
     if not 0 <= rank < world:
         raise DistributedError(f"RANK={rank} is outside [0, WORLD_SIZE={world})")
-    local_rank = _int_env(environ, "LOCAL_RANK", default=run_opts.local_rank if run_opts.local_rank is not None
-                          else rank)
+    fallback = run_opts.local_rank if run_opts.local_rank is not None else rank
+    local_rank = _int_env(environ, "LOCAL_RANK", default=fallback)
     if run_opts.distributed_launch or run_opts.local_rank is not None:
         launcher = "torch.distributed.launch"
     elif "TORCHELASTIC_RUN_ID" in environ or "TORCHELASTIC_RESTART_COUNT" in environ:
@@ -187,7 +201,8 @@ def _slurm_master_addr(environ: Mapping[str, str]) -> str:
     for key in ("SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST"):
         if environ.get(key):
             return expand_nodelist(environ[key])[0]
-    raise DistributedError("SLURM: cannot find the master node: SLURM_JOB_NODELIST is not set (set MASTER_ADDR)")
+    raise DistributedError("SLURM: cannot find the master node: SLURM_JOB_NODELIST is not set "
+                           "(set MASTER_ADDR)")
 
 
 def slurm_master_port(job_id: str) -> int:
@@ -289,8 +304,8 @@ def _cuda_for(index: int, count: int, source: str) -> str:
 def _resolve_backend(run_opts, device: str) -> str:
     backend = run_opts.distributed_backend or ("nccl" if device.startswith("cuda") else "gloo")
     if backend == "nccl" and not device.startswith("cuda"):
-        raise DistributedError(f"--distributed_backend nccl needs CUDA devices, but this worker runs on {device}; "
-                               "use gloo")
+        raise DistributedError(f"--distributed_backend nccl needs CUDA devices, but this worker runs on "
+                               f"{device}; use gloo")
     return backend
 
 

@@ -1,14 +1,14 @@
 """Fail fast: a failure on any rank ends every rank with a non-zero exit naming the failed rank, never a hang.
 
-torchrun and the self-spawning launcher stop the siblings of a dead worker, but explicit workers and srun tasks
-have no such parent, and a rank blocked in a collective waits for the whole collective timeout. Every rank
-therefore keeps a watchdog that talks to the process group's own key-value store (the c10d store; we build no
-transport of our own):
+torchrun and the self-spawning launcher stop the siblings of a dead worker, but explicit workers and srun
+tasks have no such parent, and a rank blocked in a collective waits for the whole collective timeout. Every
+rank therefore keeps a watchdog that talks to the process group's own key-value store (the c10d store; we
+build no transport of our own):
 
 - an uncaught exception on rank R first records ``"rank R failed: <error>"`` under a ``failed`` key (the first
   record wins), then prints its traceback and exits as usual;
-- each rank's watchdog thread polls the ``failed`` key and leaves at once (``os._exit(EXIT_PEER_FAILED)``) with
-  a message naming the failed rank, even while the main thread is blocked inside a collective;
+- each rank's watchdog thread polls the ``failed`` key and leaves at once (``os._exit(EXIT_PEER_FAILED)``)
+  with a message naming the failed rank, even while the main thread is blocked inside a collective;
 - watchdogs bump a heartbeat counter; rank 0 records a failure for a rank whose counter stops moving for the
   collective timeout (a killed or frozen process);
 - a store that stops answering means its host (rank 0 or the launcher) died: leave with an error too;
@@ -37,9 +37,10 @@ class FailFast:
     """The watchdog of one rank. ``start()`` once after the process group exists; ``shutdown()`` at exit."""
 
     def __init__(self, store, rank: int, world_size: int, run_token: str, timeout_s: float,
-                 poll_s: float = 0.25, stream=None):
+                 poll_s: float = 0.5, heartbeat_s: float = 2.0, stream=None):
         self.store, self.rank, self.world_size = store, rank, world_size
-        self.timeout_s, self.poll_s = float(timeout_s), poll_s
+        # Polling only reads; heartbeats write, and a file:// store keeps every write: beat less often.
+        self.timeout_s, self.poll_s, self.heartbeat_s = float(timeout_s), poll_s, heartbeat_s
         self.stream = stream
         prefix = f"speechkit/failfast/{run_token}"
         self.failed_key = f"{prefix}/failed"
@@ -113,15 +114,17 @@ class FailFast:
 
     def _watch(self) -> None:
         heartbeat_key = f"{self.heartbeat_prefix}{self.rank}"
-        next_check = time.monotonic()
+        next_check = next_beat = time.monotonic()
         while not self._stop.wait(self.poll_s):
             try:
-                self.store.add(heartbeat_key, 1)
+                if time.monotonic() >= next_beat:
+                    self.store.add(heartbeat_key, 1)
+                    next_beat = time.monotonic() + self.heartbeat_s
                 failure = self._failure()
                 if failure and not self._failed_here:
                     self._leave(f"rank {self.rank} stops because {failure}")
                 if self.rank == 0 and time.monotonic() >= next_check:
-                    next_check = time.monotonic() + 1.0
+                    next_check = time.monotonic() + self.heartbeat_s
                     self._check_heartbeats()
             except Exception as error:  # noqa: BLE001 - any store error means the rendezvous is gone
                 if self._stop.is_set() or self._failed_here:
@@ -138,7 +141,7 @@ class FailFast:
             last, since = self._last_beats[other]
             if beats != last:
                 self._last_beats[other] = (beats, now)
-            elif now - since > self.timeout_s:
+            elif now - since > max(self.timeout_s, 5 * self.heartbeat_s):
                 recorded = self.record_failure(
                     f"rank {other} failed: no sign of life for {now - since:.0f} s (killed or frozen)")
                 self._leave(f"rank {self.rank} stops because {recorded}")

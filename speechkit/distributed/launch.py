@@ -24,6 +24,7 @@ import time
 from typing import Optional
 
 from speechkit.distributed.failfast import EXIT_PEER_FAILED
+from speechkit.distributed.ops import LAUNCHED_WORKER_ENV
 from speechkit.errors import EXIT_PREEMPTED, DistributedError
 
 #: Seconds the launcher lets the other workers stop by themselves after a failure before terminating them.
@@ -78,14 +79,16 @@ def spawn_local_workers(run_opts, command: Optional[list] = None, environ: Optio
     gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
     use_gpus = gpus > 0 and not (run_opts.device or "").startswith("cpu")
     if use_gpus and count > gpus:
-        raise DistributedError(f"--num-workers {count}: only {gpus} GPUs are visible (one worker per GPU); use "
-                               "--device cpu for CPU workers")
+        raise DistributedError(f"--num-workers {count}: only {gpus} GPUs are visible (one worker per GPU); "
+                               "use --device cpu for CPU workers")
     for key in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "GROUP_RANK", "SLURM_PROCID", "SLURM_STEP_ID"):
         environ.pop(key, None)  # the workers' place comes from their flags, not from an outer launcher
     environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()), PYTHONUNBUFFERED="1")
+    environ[LAUNCHED_WORKER_ENV] = "1"
     launcher = _Launcher(out or sys.stdout, err or sys.stderr)
     for worker_id in range(count):
-        launcher.start(worker_id, worker_command(command, worker_id, worker_id if use_gpus else None), environ)
+        device_id = worker_id if use_gpus else None
+        launcher.start(worker_id, worker_command(command, worker_id, device_id), environ)
     with _forwarding_signals(launcher):
         return launcher.wait(grace_s)
 
@@ -97,6 +100,7 @@ class _Launcher:
         self.out, self.err = out, err
         self.procs: dict = {}
         self.pumps: list = []
+        self.stopped_by_launcher: set = set()
         self._lock = threading.Lock()
 
     def start(self, worker_id: int, command: list, environ: dict) -> None:
@@ -141,6 +145,7 @@ class _Launcher:
                 running = [w for w, p in self.procs.items() if p.poll() is None]
                 if running:
                     self.say(f"stopping workers {running} after the failure")
+                    self.stopped_by_launcher.update(running)
                     self.signal_all(signal.SIGTERM)
                 terminated = True
                 kill_at = time.monotonic() + grace_s
@@ -152,11 +157,13 @@ class _Launcher:
         return self._verdict(codes)
 
     def _verdict(self, codes: dict) -> int:
+        # ``codes`` is in exit order. Name the worker that failed first-hand, not those stopped because of it
+        # (by their watchdog, with EXIT_PEER_FAILED, or by this launcher).
         failures = {w: c for w, c in codes.items() if _is_failure(c)}
         if failures:
-            # Name the worker that failed first-hand, not those the watchdog stopped because of it.
-            first_hand = {w: c for w, c in failures.items() if c != EXIT_PEER_FAILED} or failures
-            worker_id = min(first_hand)
+            first_hand = {w: c for w, c in failures.items()
+                          if c != EXIT_PEER_FAILED and w not in self.stopped_by_launcher} or failures
+            worker_id = next(iter(first_hand))
             code = first_hand[worker_id]
             self.say(f"FAILED: worker {worker_id} {describe_exit(code)}; every worker was stopped")
             return code if code > 0 else 1

@@ -17,6 +17,8 @@ from speechkit.distributed.runtime import context
 from speechkit.errors import DistributedError
 
 _REDUCE_OPS = ("sum", "mean", "max", "min")
+#: Set by the self-spawning launcher in its workers' environment.
+LAUNCHED_WORKER_ENV = "SPEECHKIT_SPAWNED_WORKER"
 
 
 def _group_ready() -> bool:
@@ -51,8 +53,9 @@ def barrier() -> None:
         torch_dist.barrier()
 
 
-def run_on_main(fn: Callable, args: tuple = (), kwargs: Optional[dict] = None, post_fn: Optional[Callable] = None,
-                post_args: tuple = (), post_kwargs: Optional[dict] = None) -> Any:
+def run_on_main(fn: Callable, args: tuple = (), kwargs: Optional[dict] = None,
+                post_fn: Optional[Callable] = None, post_args: tuple = (),
+                post_kwargs: Optional[dict] = None) -> Any:
     """Run ``fn`` on the main process, then a barrier, then ``post_fn`` on every process.
 
     Typical use: download or write a shared file once, then let every rank read it.
@@ -66,6 +69,7 @@ def run_on_main(fn: Callable, args: tuple = (), kwargs: Optional[dict] = None, p
         >>> run_on_main(lambda: 42)
         42
     """
+    _refuse_before_init("run_on_main")
     result = fn(*args, **(kwargs or {})) if is_main() else None
     barrier()
     if post_fn is not None:
@@ -90,7 +94,10 @@ def broadcast_object(obj: Any, src: int = 0) -> Any:
 
 
 def all_gather_object(obj: Any) -> list:
-    """Every rank's picklable ``obj``, in rank order (``[obj]`` in one process). Collective: one all-gather."""
+    """Every rank's picklable ``obj``, in rank order (``[obj]`` in one process).
+
+    Collective: one all-gather.
+    """
     if not _group_ready():
         return [obj]
     import torch.distributed as torch_dist
@@ -101,10 +108,10 @@ def all_gather_object(obj: Any) -> list:
 
 
 def all_reduce(value, op: str = "sum"):
-    """Reduce a number or tensor over all ranks (``sum``, ``mean``, ``max``, ``min``). Collective: one all-reduce.
+    """Reduce a number or tensor over all ranks (``sum``, ``mean``, ``max``, ``min``).
 
-    A Python number comes back as a float (int for sum/max/min of ints); a tensor comes back as a new tensor on
-    its original device and dtype, the input untouched.
+    Collective: one all-reduce. A Python number comes back as a float (an int for sum/max/min of ints); a
+    tensor comes back as a new tensor on its original device and dtype, the input untouched.
 
     Example:
         >>> all_reduce(3, op="max")
@@ -149,6 +156,23 @@ def all_reduce_max(value):
 def all_reduce_mean(value):
     """``all_reduce(value, "mean")``."""
     return all_reduce(value, "mean")
+
+
+def _refuse_before_init(name: str) -> None:
+    """Before ``init``, every worker of a multi-process launch would believe it is the main process."""
+    import os
+
+    from speechkit.distributed.runtime import initialized
+
+    if initialized():
+        return
+    env = os.environ
+    launched = env.get("WORLD_SIZE", "1") not in ("", "0", "1") or (
+        "SLURM_STEP_ID" in env and env.get("SLURM_STEP_NUM_TASKS", env.get("SLURM_NTASKS", "1")) != "1"
+    ) or LAUNCHED_WORKER_ENV in env
+    if launched:
+        raise DistributedError(f"{name} was called before speechkit.distributed.init(run_opts) in a process "
+                               "started by a multi-process launcher; call init right after parse_arguments")
 
 
 def _comm_device():

@@ -35,8 +35,8 @@ class _Runtime:
 def init(run_opts, environ=None) -> DistributedContext:
     """Find this process's place in the world and join the process group (idempotent).
 
-    In self-spawning mode (``--num-workers N`` without ``--worker-id``) this starts N local workers running the
-    same command, waits for them, and exits the process with their combined status.
+    In self-spawning mode (``--num-workers N`` without ``--worker-id``) this starts N local workers running
+    the same command, waits for them, and exits the process with their combined status.
 
     Args:
         run_opts: a :class:`speechkit.run_options.RunOptions`.
@@ -76,6 +76,11 @@ def context() -> DistributedContext:
     except ImportError:  # pragma: no cover - torch is a requirement
         device = "cpu"
     return DistributedContext(device=device)
+
+
+def initialized() -> bool:
+    """Whether :func:`init` ran in this process (and :func:`shutdown` did not follow)."""
+    return _Runtime.context is not None
 
 
 def shutdown() -> None:
@@ -123,8 +128,8 @@ def _start_watchdog(ctx: DistributedContext) -> None:
     try:
         store = distributed_c10d._get_default_store()
     except Exception as error:  # noqa: BLE001 - a torch without it still trains, only without fail-fast
-        logger.warning("distributed: no access to the c10d store (%s); a failed rank may leave others waiting "
-                       "for the collective timeout", error)
+        logger.warning("distributed: no access to the c10d store (%s); a failed rank may leave others "
+                       "waiting for the collective timeout", error)
         return
     # A token fresh for this run keeps keys of an earlier attempt (torchrun restart, reused file://) apart.
     token = [os.urandom(6).hex() if ctx.is_main else None]

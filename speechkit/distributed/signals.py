@@ -1,12 +1,9 @@
 """Preemption signals: SIGTERM / SIGUSR1 ask training to save at the next batch boundary and stop.
 
-SLURM sends SIGTERM (or, with ``--signal=USR1@90``, SIGUSR1) before it ends a job; torchrun forwards
-SIGTERM to
-its workers. The handler only sets a flag; the training loop asks :meth:`PreemptionHandler.requested` at
-a batch
-boundary, and every rank gets the same answer (an all-reduce MAX when a process group is up), so all
-ranks save
-the same checkpoint and stop together, with exit code :data:`speechkit.errors.EXIT_PREEMPTED`.
+SLURM sends SIGTERM (or, with ``--signal=USR1@90``, SIGUSR1) before it ends a job; torchrun forwards SIGTERM
+to its workers. The handler only sets a flag; the training loop asks :meth:`PreemptionHandler.requested` at a
+batch boundary, and every rank gets the same answer (an all-reduce MAX when a process group is up), so all
+ranks save the same checkpoint and stop together, with exit code :data:`speechkit.errors.EXIT_PREEMPTED`.
 
 Example:
     >>> with PreemptionHandler() as preemption:
@@ -30,8 +27,7 @@ DEFAULT_SIGNALS = ("SIGTERM", "SIGUSR1")
 
 
 class PreemptionHandler:
-    """Installs handlers that record a preemption request; restores the previous handlers on
-    :meth:`uninstall`.
+    """Installs handlers that record a preemption request; :meth:`uninstall` restores the previous ones.
 
     Args:
         signals: names of the signals to catch (those the platform lacks are ignored).

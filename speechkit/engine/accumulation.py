@@ -21,9 +21,8 @@ def resolve_accumulation(
 ) -> int:
     """The number of micro-batches per optimizer step.
 
-    With ``factor="auto"`` the target global batch (items or seconds of audio) must be a whole multiple
-    of what
-    one step of all processes holds (``world_size x`` the per-process batch), else RunOptionsError.
+    With ``factor="auto"`` the target global batch (items or seconds of audio) must be a whole multiple of
+    what one step of all processes holds (``world_size x`` the per-process batch), else RunOptionsError.
     """
     if factor != "auto":
         factor = int(factor)

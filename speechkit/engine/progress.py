@@ -1,8 +1,7 @@
 """Stage statistics, the progress bar and the one-line stage summaries.
 
-The stage loss is item-weighted (each batch counts ``loss * items``) and, at the end of the stage, the sums of
-every process are gathered once, so the reported loss is the mean over all items of the stage wherever
-they ran.
+The stage loss is item-weighted (each batch counts ``loss * items``) and, at the end of the stage, the sums
+of every process are gathered once, so the reported loss is the mean over all items of the stage.
 
 Example:
     >>> stats = StageStats()

@@ -42,6 +42,8 @@ class ConformerEncoder(nn.Module):
         dropout: dropout everywhere.
         subsampling_channels: front-end conv channels (default ``d_model``).
         conv_norm: ``"layer"`` or ``"instance"`` normalization in the convolution module.
+        depthwise_subsampling: depthwise-separable second front-end convolution (faster; see
+            :class:`~speechkit.nn.Conv2dSubsampling`).
 
     Positions are rotary (relative) inside each attention.
 
@@ -60,11 +62,12 @@ class ConformerEncoder(nn.Module):
         dropout: float = 0.1,
         subsampling_channels: Optional[int] = None,
         conv_norm: str = "layer",
+        depthwise_subsampling: bool = False,
     ):
         super().__init__()
         _check_sizes(d_model, num_heads)
         self.d_model = d_model
-        self.frontend = Conv2dSubsampling(input_size, d_model, subsampling_channels)
+        self.frontend = Conv2dSubsampling(input_size, d_model, subsampling_channels, depthwise_subsampling)
         self.input_dropout = nn.Dropout(dropout)
         self.layers = nn.ModuleList(
             ConformerBlock(
@@ -96,11 +99,12 @@ class TransformerEncoder(nn.Module):
         ffn_dim: int = 1024,
         dropout: float = 0.1,
         subsampling_channels: Optional[int] = None,
+        depthwise_subsampling: bool = False,
     ):
         super().__init__()
         _check_sizes(d_model, num_heads)
         self.d_model = d_model
-        self.frontend = Conv2dSubsampling(input_size, d_model, subsampling_channels)
+        self.frontend = Conv2dSubsampling(input_size, d_model, subsampling_channels, depthwise_subsampling)
         self.positions = SinusoidalPositionalEncoding(d_model)
         self.input_dropout = nn.Dropout(dropout)
         self.layers = nn.ModuleList(

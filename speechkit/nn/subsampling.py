@@ -38,21 +38,28 @@ class Conv2dSubsampling(nn.Module):
         input_size: feature dimension (e.g. 80 filterbanks).
         d_model: output width.
         channels: convolution channels (default ``d_model``).
+        depthwise: make the second convolution depthwise-separable (much cheaper, same lengths).
 
     Shapes: x ``(batch, time, input_size)``, lengths ``(batch,)`` ->
     ``(batch, time', d_model)``, ``(batch,)`` with ``time' = ((time - 1) // 2 - 1) // 2``.
     """
 
-    def __init__(self, input_size: int, d_model: int, channels: Optional[int] = None):
+    def __init__(
+        self, input_size: int, d_model: int, channels: Optional[int] = None, depthwise: bool = False
+    ):
         super().__init__()
         channels = channels or d_model
         self.input_size = input_size
-        self.conv = nn.Sequential(
-            nn.Conv2d(1, channels, 3, stride=2),
-            nn.ReLU(),
-            nn.Conv2d(channels, channels, 3, stride=2),
-            nn.ReLU(),
-        )
+        if depthwise:
+            # Depthwise 3x3 then pointwise 1x1: about 9x fewer multiplies than a full 3x3 (the front-end's
+            # second convolution otherwise costs as much as several Conformer layers).
+            second = [
+                nn.Conv2d(channels, channels, 3, stride=2, groups=channels),
+                nn.Conv2d(channels, channels, 1),
+            ]
+        else:
+            second = [nn.Conv2d(channels, channels, 3, stride=2)]
+        self.conv = nn.Sequential(nn.Conv2d(1, channels, 3, stride=2), nn.ReLU(), *second, nn.ReLU())
         freq = ((input_size - 1) // 2 - 1) // 2
         if freq < 1:
             raise DataError(f"Conv2dSubsampling needs input_size >= 7 features, got {input_size}")

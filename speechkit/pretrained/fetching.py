@@ -129,6 +129,17 @@ def network_allowed(allow_network: bool = True) -> bool:
     return bool(allow_network) and not offline
 
 
+def as_strategy(strategy: Union[FetchStrategy, str]) -> FetchStrategy:
+    """A :class:`FetchStrategy` from itself or its value (``"symlink"``, ``"copy"``, ``"in_place"``)."""
+    if isinstance(strategy, FetchStrategy):
+        return strategy
+    try:
+        return FetchStrategy(str(strategy).lower().replace("-", "_").replace(" ", "_"))
+    except ValueError:
+        raise FetchError(f"unknown fetch strategy {strategy!r}; use one of "
+                         f"{', '.join(s.value for s in FetchStrategy)}") from None
+
+
 def default_cache_dir() -> pathlib.Path:
     """``$SPEECHKIT_CACHE``, else ``~/.cache/speechkit``."""
     return pathlib.Path(os.environ.get("SPEECHKIT_CACHE") or pathlib.Path.home() / ".cache" / "speechkit")
@@ -170,7 +181,7 @@ def fetch(
         FetchError: naming the file and the source (missing, offline, interrupted, checksum mismatch).
     """
     fetch_source = resolve_source(source)
-    strategy = FetchStrategy(strategy) if not isinstance(strategy, FetchStrategy) else strategy
+    strategy = as_strategy(strategy)
     if strategy is not FetchStrategy.IN_PLACE and savedir is None:
         raise FetchError(f"fetching '{filename}' from {describe(fetch_source, revision)}: savedir is "
                          f"required with strategy '{strategy.value}'")
@@ -194,7 +205,10 @@ def fetch(
 def _local_file(filename: str, source: FetchSource) -> pathlib.Path:
     path = pathlib.Path(os.path.expanduser(source.path)) / filename
     if not path.is_file():
-        raise FetchError(f"cannot fetch '{filename}' from {describe(source)}: {path} does not exist")
+        hint = ""
+        if _REPO_ID.match(source.path) and "/" in source.path:
+            hint = f" (for the Hub repo, pass FetchSource('huggingface', '{source.path}'))"
+        raise FetchError(f"cannot fetch '{filename}' from {describe(source)}: {path} does not exist{hint}")
     return path
 
 

@@ -30,6 +30,7 @@ from speechkit.hparams import load_hparams
 from speechkit.pretrained.fetching import (
     FetchFrom,
     FetchStrategy,
+    as_strategy,
     default_cache_dir,
     describe,
     fetch,
@@ -61,6 +62,8 @@ class Pretrained(torch.nn.Module):
         self.device = torch.device(_option(run_opts, "device") or "cpu")
         self.sample_rate = int(hparams["sample_rate"])
         self.mods.to(self.device).eval()
+        if isinstance(hparams.get("decoder"), torch.nn.Module):  # a search holding modules (e.g. an LM)
+            hparams["decoder"].to(self.device).eval()
 
     # ------------------------------------------------------------------------------------------ loading
     @classmethod
@@ -96,6 +99,8 @@ class Pretrained(torch.nn.Module):
         where = f"{hparams_file} from {describe(fetch_source, revision)}"
         common = dict(revision=revision, allow_network=allow_network, cache_dir=cache_dir)
         yaml_path = fetch(hparams_file, fetch_source, savedir, strategy=strategy, **common)
+        if local:  # read the original, so that !include paths resolve next to it, not next to a link
+            yaml_path = pathlib.Path(os.path.expanduser(fetch_source.path)) / hparams_file
         text = pathlib.Path(yaml_path).read_text()
         if not (local or trust_remote_code):
             from speechkit.pretrained.safety import check_yaml_is_safe
@@ -109,12 +114,16 @@ class Pretrained(torch.nn.Module):
         if pretrainer is not None:
             collect_in = savedir if savedir is not None else pathlib.Path(yaml_path).parent
             pretrainer.set_collect_in(collect_in)
-            pretrainer.strategy = FetchStrategy(strategy) if isinstance(strategy, str) else strategy
+            pretrainer.strategy = as_strategy(strategy)
             if pretrainer.revision is None:
                 pretrainer.revision = revision
+            if not (local or trust_remote_code):
+                _refuse_local_paths(pretrainer, fetch_source, where)
             pretrainer.collect_files(default_source=fetch_source, allow_network=allow_network,
                                      cache_dir=cache_dir)
+            classes = {name: obj for name, obj in pretrainer.loadables.items() if isinstance(obj, type)}
             pretrainer.load_collected()
+            _put_built_instances(hparams, classes, pretrainer.loadables)
         interface = cls._declared_interface(hparams, where)
         if "modules" not in hparams:
             raise HparamsError(f"{where}: key 'modules' is required by {interface.__name__}")
@@ -264,3 +273,23 @@ def _takes_lengths(module) -> bool:
         return True
     positional = [p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     return len(positional) >= 2 or any(p.kind is p.VAR_POSITIONAL for p in parameters)
+
+
+def _put_built_instances(hparams: dict, classes: dict, loadables: dict) -> None:
+    """Where hparams held a class that the Pretrainer built from its file, put the built instance."""
+    for name, cls in classes.items():
+        for key, value in list(hparams.items()):
+            if value is cls:
+                hparams[key] = loadables[name]
+
+
+def _refuse_local_paths(pretrainer, default_source, where: str) -> None:
+    """A remote YAML may name files of remote sources only, never files of this machine."""
+    from speechkit.errors import UnsafeSourceError
+
+    for name in pretrainer.loadables:
+        source, filename = pretrainer.locate(name, default_source)
+        if resolve_source(source).kind is FetchFrom.LOCAL:
+            raise UnsafeSourceError(f"{where}: the pretrainer path of '{name}' names a file of this machine "
+                                    f"({source}/{filename}); a YAML from a non-local source may only name "
+                                    "remote files (pass trust_remote_code=True if you trust this source)")

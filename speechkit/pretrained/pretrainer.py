@@ -31,7 +31,14 @@ from typing import Callable, Optional, Union
 import torch
 
 from speechkit.errors import CheckpointError, FetchError
-from speechkit.pretrained.fetching import FetchSource, FetchStrategy, fetch, resolve_source
+from speechkit.pretrained.fetching import (
+    FetchFrom,
+    FetchSource,
+    FetchStrategy,
+    as_strategy,
+    fetch,
+    resolve_source,
+)
 from speechkit.pretrained.loading import LoadReport, describe_report, load_into, load_weights
 
 logger = logging.getLogger(__name__)
@@ -44,7 +51,9 @@ class Pretrainer:
         collect_in: folder where the files appear (links or copies, see ``strategy``).
         loadables: name -> object: an ``nn.Module`` or anything with ``load_state_dict`` (weights files),
             anything with ``load_checkpoint(path)`` (e.g. a tokenizer), or an object whose class has a
-            ``load(path)`` constructor (e.g. a label encoder; the instance takes the loaded state).
+            ``load(path)`` constructor (e.g. a label encoder; the instance takes the loaded state), or such a
+            speechkit class itself (``!name:``, e.g. a SentencePiece tokenizer, which cannot exist without its
+            file): the instance built from the file replaces the class in ``loadables``.
         paths: name -> where its file comes from (see the module docstring).
         custom_hooks: name -> ``hook(obj, path)`` replacing the default loading for that name.
         strategy: how files appear in ``collect_in`` (``symlink``, ``copy``, ``in_place``).
@@ -61,7 +70,7 @@ class Pretrainer:
         self.loadables = dict(loadables or {})
         self.paths = dict(paths or {})
         self.custom_hooks = dict(custom_hooks or {})
-        self.strategy = FetchStrategy(strategy) if not isinstance(strategy, FetchStrategy) else strategy
+        self.strategy = as_strategy(strategy)
         self.sha256 = dict(sha256 or {})
         self.revision = revision
         self.collected: dict = {}
@@ -91,37 +100,48 @@ class Pretrainer:
                 raise FetchError(f"Pretrainer: no path for '{name}' and no default source")
             return default_source, f"{name}.ckpt"
         if isinstance(spec, FetchSource):
+            if spec.kind is FetchFrom.HUGGING_FACE:
+                return FetchSource(spec.kind, _hub_split(spec.path)[0]), _hub_split(spec.path)[1]
             head, _, filename = spec.path.rstrip("/").rpartition("/")
             return FetchSource(spec.kind, head), filename
         text = os.fspath(spec)
         if "/" not in text:
             return (default_source if default_source is not None else "."), text
         head, _, filename = text.rstrip("/").rpartition("/")
+        if resolve_source(head).kind is FetchFrom.LOCAL and not os.path.exists(head) and text.count("/") >= 3:
+            # "owner/repo/sub/file": a file in a subfolder of a Hub repo.
+            repo, inner = _hub_split(text)
+            if resolve_source(repo).kind is FetchFrom.HUGGING_FACE:
+                return repo, inner
         return head, filename
 
     def collect_files(self, default_source=None, allow_network: bool = True,
                       cache_dir=None) -> dict:
         """Fetch every loadable's file; return name -> path.
 
-        Under DDP, the first process of each machine (local rank 0) downloads while the others wait on the
-        download lock and then find the files cached; the outcome is agreed across ranks, so a failure on one
-        process raises on all of them instead of leaving the others waiting.
+        Under DDP, the first process of each machine (local rank 0) fetches while the others wait; then the
+        others take the files from the cache without asking the network, so every rank of a machine loads the
+        very same files (even if a Hub branch moves meanwhile). The outcome is agreed across ranks: a failure
+        on one process raises on all of them instead of leaving the others waiting. The wait is a collective,
+        bounded by the process group's timeout: pre-fetch models too large for it (``speechkit fetch``).
         """
         dist = _distributed()
         ctx = dist.context() if dist is not None else None
         if ctx is None or not ctx.is_distributed:
             self.collected = self._collect(default_source, allow_network, cache_dir)
             return self.collected
-        # Non-first local ranks wait for local rank 0 by a barrier-free route: every fetch takes the cache's
-        # file lock, so whoever comes first downloads once and the others reuse it.
-        error = None
-        try:
-            self.collected = self._collect(default_source, allow_network, cache_dir)
-        except Exception as exc:  # reported to every rank below
-            error = f"rank {ctx.rank}: {exc}"
-        errors = [e for e in dist.all_gather_object(error) if e]
-        if errors:
-            raise FetchError("Pretrainer.collect_files failed: " + "; ".join(errors))
+        first = ctx.local_rank == 0
+        for turn in ("first", "others"):
+            error = None
+            if first == (turn == "first"):
+                try:
+                    online = allow_network and turn == "first"
+                    self.collected = self._collect(default_source, online, cache_dir)
+                except Exception as exc:  # reported to every rank below
+                    error = f"rank {ctx.rank}: {exc}"
+            errors = [e for e in dist.all_gather_object(error) if e]
+            if errors:
+                raise FetchError("Pretrainer.collect_files failed: " + "; ".join(errors))
         return self.collected
 
     def _collect(self, default_source, allow_network, cache_dir) -> dict:
@@ -162,6 +182,15 @@ class Pretrainer:
         if hook is not None:
             hook(obj, path)
             return LoadReport(str(path))
+        if isinstance(obj, type):
+            # A class named with !name: whose instances can only be made from their file (a SentencePiece
+            # tokenizer): build it now. Limited to speechkit classes, whose load() reads data only.
+            if not obj.__module__.startswith("speechkit.") or not callable(getattr(obj, "load", None)):
+                raise CheckpointError(f"{path}: loadable '{name}' is the class {obj.__module__}."
+                                      f"{obj.__name__}; only speechkit classes with a load(path) constructor "
+                                      "can be built from a file")
+            self.loadables[name] = obj.load(path)
+            return LoadReport(str(path))
         if not isinstance(obj, torch.nn.Module) and hasattr(obj, "load_checkpoint"):
             obj.load_checkpoint(path)
             return LoadReport(str(path))
@@ -174,6 +203,12 @@ class Pretrainer:
             vars(obj).update(vars(loaded))
             return LoadReport(str(path))
         return load_into(obj, load_weights(path), path, partial=partial)
+
+
+def _hub_split(path: str) -> tuple:
+    """``owner/repo/sub/file`` -> ``("owner/repo", "sub/file")``."""
+    parts = path.strip("/").split("/")
+    return "/".join(parts[:2]), "/".join(parts[2:])
 
 
 def _distributed():

@@ -20,7 +20,8 @@ Calling convention
         otherwise the whole ``output[i]`` is compared (pooled outputs);
       * a list with one entry per item (e.g. decoded hypotheses): entries must be exactly equal.
 
-Modules are put in eval mode for the check (dropout off) and restored afterwards.
+A module passed as ``fn`` is put in eval mode for the check (dropout off) and restored afterwards; when ``fn``
+is a function that calls modules, put them in eval mode yourself.
 
 Example:
     >>> import torch
@@ -55,11 +56,7 @@ def _pad(tensors: Sequence[torch.Tensor], padding: Union[str, float, int], gener
             out = (torch.randn(shape, generator=generator) * 3.0).to(first.dtype)
         else:
             # Integer inputs (token ids) get random ids; fn must be valid for any id below the max seen.
-            high = (
-                max(int(max(t.max() for t in tensors if t.numel())) + 1, 1)
-                if any(t.numel() for t in tensors)
-                else 1
-            )
+            high = 1 + max((int(t.max()) for t in tensors if t.numel()), default=0)
             out = torch.randint(0, high, shape, generator=generator).to(first.dtype)
     else:
         out = torch.full(shape, padding, dtype=first.dtype)

@@ -29,9 +29,9 @@ def test_explicit_workers_one_killed(tmp_path, processes, make_env, get_port, pl
     group = processes(timeout=LIMIT_S + 30)
     for worker_id in (0, 1):
         group.start(plain_worker + ["--worker-id", str(worker_id), "--num-workers", "2",
-                                    "--distributed_timeout_s", "30", "--", "c.yaml", "--out_dir", str(tmp_path),
-                                    "--steps", "40", "--step_sleep", "0.2", "--fail_rank", "1", "--fail_step",
-                                    "3", "--fail_mode", "kill"], env)
+                                    "--distributed_timeout_s", "30", "--", "c.yaml", "--out_dir",
+                                    str(tmp_path), "--steps", "40", "--step_sleep", "0.2", "--fail_rank", "1",
+                                    "--fail_step", "3", "--fail_mode", "kill"], env)
     (code0, out0, secs0), (code1, _, _) = group.wait()
     assert code1 == -9
     assert code0 != 0 and "rank 0 failed" in out0 and "probably died" in out0, out0
@@ -40,8 +40,9 @@ def test_explicit_workers_one_killed(tmp_path, processes, make_env, get_port, pl
 
 def test_self_spawning_launcher_names_the_failed_worker(tmp_path, processes, make_env, plain_worker):
     group = processes(timeout=LIMIT_S + 30)
-    group.start(plain_worker + ["--num-workers", "2", "--", "c.yaml", "--out_dir", str(tmp_path), "--steps", "40",
-                                "--step_sleep", "0.2", "--fail_rank", "1", "--fail_step", "3"], make_env())
+    group.start(plain_worker + ["--num-workers", "2", "--", "c.yaml", "--out_dir", str(tmp_path), "--steps",
+                                "40", "--step_sleep", "0.2", "--fail_rank", "1", "--fail_step", "3"],
+                make_env())
     [(code, output, secs)] = group.wait()
     assert code != 0
     assert "FAILED: worker 1 exited with code 1" in output, output

@@ -51,8 +51,8 @@ def test_explicit_worker_flags(tmp_path, processes, make_env, get_port, plain_wo
     sync = "env://" if protocol == "env" else f"file://{tmp_path / 'rendezvous'}"
     group = processes()
     for worker_id in (0, 1):
-        group.start(plain_worker + ["--worker-id", str(worker_id), "--num-workers", "2", "--sync-protocol", sync,
-                                    "--", "c.yaml", "--out_dir", str(tmp_path)], env)
+        group.start(plain_worker + ["--worker-id", str(worker_id), "--num-workers", "2", "--sync-protocol",
+                                    sync, "--", "c.yaml", "--out_dir", str(tmp_path)], env)
     for code, output, _ in group.wait():
         assert code == 0, output
     records = read_ranks(tmp_path, 2)

@@ -54,8 +54,15 @@ class _Server:
     def gets(self, path: str) -> int:
         return self.counts[("GET", path)]
 
-    def send_body(self, handler, data: bytes, head: bool, headers: dict, drop_after=None, delay_s=0.0):
-        handler.send_response(200)
+    def send_body(self, handler, data: bytes, head: bool, headers: dict, drop_after=None, delay_s=0.0,
+                  ranges: bool = False):
+        start = 0
+        requested = handler.headers.get("Range", "")
+        if ranges and requested.startswith("bytes=") and not head:  # resume: "bytes=N-"
+            start = int(requested[len("bytes="):].split("-")[0])
+            headers = {**headers, "Content-Range": f"bytes {start}-{len(data) - 1}/{len(data)}"}
+        handler.send_response(206 if start else 200)
+        data = data[start:]
         for key, value in {**headers, "Content-Length": str(len(data))}.items():
             handler.send_header(key, value)
         handler.end_headers()
@@ -117,6 +124,8 @@ class HubServer(_Server):
         super().__init__()
         self.repos = {}
         self.delay_s = 0.0
+        self.drops_left = 0  # how many GETs still get cut mid-file (after drop_after bytes)
+        self.drop_after = 0
 
     @staticmethod
     def commit_of(repo_id: str, revision: str) -> str:
@@ -142,7 +151,11 @@ class HubServer(_Server):
         data = revisions[name][filename]
         headers = {"ETag": f'"{hashlib.sha256(data).hexdigest()}"', "X-Repo-Commit": commit,
                    "Content-Type": "application/octet-stream"}
-        self.send_body(handler, data, head, headers, delay_s=self.delay_s)
+        drop = None
+        if not head and self.drops_left > 0:
+            self.drops_left -= 1
+            drop = self.drop_after
+        self.send_body(handler, data, head, headers, drop_after=drop, delay_s=self.delay_s, ranges=True)
 
 
 @pytest.fixture

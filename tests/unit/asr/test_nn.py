@@ -184,3 +184,28 @@ def test_label_smoothed_nll_loss():
     assert smooth[1].item() == pytest.approx(0.9 * expected.item() + 0.1 * uniform.item(), rel=1e-5)
     with pytest.raises(DataError, match="targets must have shape"):
         label_smoothed_nll_loss(log_probs, targets[:, :3], lengths)
+
+
+def test_depthwise_subsampling_same_lengths_and_batch_invariant():
+    sub = Conv2dSubsampling(input_size=20, d_model=D, channels=8, depthwise=True)
+    outputs = assert_batch_invariant(sub, features(7, 30, 18, dim=20))
+    assert [o.shape[0] for o in outputs] == subsampled_lengths(torch.tensor([7, 30, 18])).tolist()
+
+
+def test_helper_catches_padding_leaks():
+    # A mean over the padded time axis and a convolution that reads padding both depend on the batch.
+    with pytest.raises(AssertionError, match="item"):
+        assert_batch_invariant(
+            lambda x, n: x - x.mean(dim=1, keepdim=True), features(4, 9), output_lengths_from=0
+        )
+    leaky_conv = torch.nn.Conv1d(D, D, 3, padding=1)
+    with pytest.raises(AssertionError, match="item"):
+        assert_batch_invariant(
+            lambda x, n: leaky_conv(x.transpose(1, 2)).transpose(1, 2),
+            features(4, 9),
+            output_lengths_from=0,
+        )
+    with pytest.raises(AssertionError, match="item 0"):
+        assert_batch_invariant(lambda x, n: [n.max().item()] * len(n), features(4, 9))
+    with pytest.raises(ValueError, match="different lengths"):
+        assert_batch_invariant(lambda x, n: x, features(4, 4))

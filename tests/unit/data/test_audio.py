@@ -33,6 +33,18 @@ def test_lossless_round_trip_is_exact(tmp_path, ext):
     assert found.format == ext.upper()
 
 
+@pytest.mark.parametrize("ext, subtype", [("wav", "PCM_16"), ("flac", "PCM_16"), ("wav", "PCM_24"),
+                                          ("wav", "FLOAT")])
+def test_fast_integer_path_gives_libsndfile_values(tmp_path, ext, subtype):
+    extremes = torch.tensor([-1.0, -32767 / 32768, -0.5, 0.0, 1 / 32768, 0.5, 32767 / 32768])
+    wave = torch.cat([extremes, ramp(500)])
+    path = tmp_path / f"a.{ext}"
+    audio.write(path, wave, RATE, subtype=subtype)
+    expected, _ = soundfile.read(path, dtype="float32")
+    assert torch.equal(audio.read(path), torch.from_numpy(expected))
+    assert torch.equal(audio.read(path, 3, 9), torch.from_numpy(expected[3:9]))
+
+
 def test_ogg_vorbis_reads_close_to_source(tmp_path):
     wave = 0.5 * torch.sin(2 * np.pi * 440 * torch.arange(RATE) / RATE)
     path = tmp_path / "a.ogg"
@@ -55,6 +67,19 @@ def test_segments_in_samples_and_seconds(tmp_path, ext):
     assert torch.equal(audio.read(path, stop=50), wave[:50])
     assert torch.equal(audio.read(path, start=7900, stop=9000), wave[7900:])  # past the end: cut
     assert audio.read(path, start=10, stop=10).shape == (0,)
+
+
+def test_manifest_style_segment_dicts(tmp_path):
+    wave = ramp(8000)
+    path = tmp_path / "a.flac"
+    audio.write(path, wave, RATE)
+    assert torch.equal(audio.read({"file": str(path), "start": 100, "stop": 300}), wave[100:300])
+    segment = {"file": str(path), "start": 0.25, "stop": 0.375, "unit": "seconds"}
+    assert torch.equal(audio.read(segment), wave[4000:6000])
+    with pytest.raises(AudioError, match="'file' key"):
+        audio.read({"path": str(path)})
+    with pytest.raises(AudioError, match=r"a\.flac: sample rate is 16000"):
+        audio.read(segment, sample_rate=8000)
 
 
 def test_bad_segments_raise_naming_the_file(tmp_path):

@@ -89,3 +89,27 @@ def test_dataloader_with_padded_batch_collate_from_dataset():
         for data_id, length in zip(batch.id, batch.sig.lengths.tolist()):
             seen[data_id] = length
     assert seen == {data_id: int(row["duration"]) for data_id, row in data.items()}
+
+
+def test_audio_batches_from_a_manifest_have_the_files_lengths(tmp_path):
+    import json
+
+    from speechkit.data import audio
+
+    sizes = {"a": 1600, "b": 400, "c": 2400, "d": 800, "e": 1200}
+    rows = {}
+    for data_id, samples in sizes.items():
+        path = tmp_path / f"{data_id}.flac"
+        audio.write(path, torch.rand(samples) - 0.5, 16000)
+        rows[data_id] = {"wav": f"$data_root/{data_id}.flac", "duration": samples / 16000}
+    (tmp_path / "m.json").write_text(json.dumps(rows))
+    dataset = DynamicItemDataset.from_json(tmp_path / "m.json", replacements={"data_root": str(tmp_path)})
+    dataset.add_dynamic_item(audio.read, takes=["wav"], provides=["sig"])
+    dataset.set_output_keys(["id", "sig"])
+    loader = torch.utils.data.DataLoader(dataset, batch_size=3, collate_fn=PaddedBatch)
+    for batch in loader:
+        for row, data_id in enumerate(batch.id):
+            length = int(batch.sig.lengths[row])
+            assert length == audio.info(tmp_path / f"{data_id}.flac").frames == sizes[data_id]
+            assert torch.equal(batch.sig.data[row, :length], audio.read(tmp_path / f"{data_id}.flac"))
+            assert torch.all(batch.sig.data[row, length:] == 0)

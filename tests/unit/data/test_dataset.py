@@ -72,6 +72,26 @@ def test_generator_item_advances_only_as_far_as_needed():
     assert steps == ["first", "first", "second"]
 
 
+def test_generator_that_stops_early_and_generator_objects():
+    @takes("words")
+    @provides("one", "two")
+    def short(words):
+        yield words
+
+    dataset = DynamicItemDataset(make_data(), dynamic_items=[short], output_keys=["two"])
+    with pytest.raises(DataError, match="stopped after 1 values"):
+        dataset[0]
+
+    class Splitter:  # a callable object whose __call__ yields
+        def __call__(self, words):
+            yield words.split()[0]
+            yield len(words.split())
+
+    dataset.add_dynamic_item(Splitter(), takes=["words"], provides=["head", "count"])
+    dataset.set_output_keys(["head", "count"])
+    assert dataset[0] == {"head": "HELLO", "count": 2}
+
+
 def test_non_generator_item_with_several_keys_returns_tuple():
     dataset = DynamicItemDataset(make_data())
     dataset.add_dynamic_item(lambda w: (w[0], len(w)), takes=["words"], provides=["initial", "size"])

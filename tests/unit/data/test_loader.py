@@ -118,8 +118,14 @@ def test_resumed_loader_yields_exactly_the_remaining_batches(num_workers, dynami
     resumed.load_state_dict(state)
     resumed.set_epoch(1)
     assert len(resumed) == len(expected) - 4
-    assert [batch.id for batch in resumed] == expected[4:]
+    rest = []
+    for batch in resumed:
+        assert len(resumed) == len(expected) - 4  # constant while the pass runs
+        rest.append(batch.id)
+    assert rest == expected[4:]
     assert resumed.state_dict()["num_consumed"] == len(dataset)
+    assert len(resumed) == len(expected)  # the next pass is a whole epoch again
+    assert [batch.id for batch in resumed] == expected
 
 
 def test_elastic_resume_through_loaders_4_to_2_ranks():
@@ -184,3 +190,11 @@ def test_missing_length_field_names_the_item_and_key():
 def test_unknown_stage_is_an_error():
     with pytest.raises(DataError, match="unknown stage 'training'"):
         make_dataloader(make_dataset(3), "training")
+
+
+@pytest.mark.parametrize("stage", ["train", "test"])
+def test_items_too_long_for_the_budget_are_named_by_id(stage):
+    dataset = DynamicItemDataset({"short": {"duration": 2.0}, "very_long": {"duration": 45.0}},
+                                 output_keys=["id"])
+    with pytest.raises(DataError, match=r"1 data point.*'very_long'.*duration 45"):
+        make_dataloader(dataset, stage, dynamic_batching={"max_batch_length": 30.0})

@@ -73,6 +73,18 @@ def test_jsonl_and_writers_round_trip(tmp_path, corpus):
     assert load_manifest(tmp_path / "out" / "m.json") == rows
     write_csv_manifest(rows, tmp_path / "m2.csv")
     assert load_manifest(tmp_path / "m2.csv") == rows
+    for name in ("m.jsonl", "m2.csv", "out/m.json"):
+        dataset = DynamicItemDataset.from_manifest(tmp_path / name, output_keys=["id", "duration"])
+        assert [dataset[i] for i in range(2)] == [{"id": "a", "duration": 0.1}, {"id": "b", "duration": 0.05}]
+
+
+def test_csv_with_byte_order_mark_and_quoted_newline(tmp_path):
+    path = tmp_path / "m.csv"
+    path.write_text('\ufeffid,text\na,"two\nlines"\nb,plain\n', encoding="utf-8")
+    assert load_csv_manifest(path) == {"a": {"text": "two\nlines"}, "b": {"text": "plain"}}
+    with pytest.raises(ManifestError, match=r"line 4: expected 2 fields"):
+        path.write_text('id,text\na,"two\nlines"\nb\n')
+        load_csv_manifest(path)
 
 
 def test_text_only_manifest_needs_no_duration(tmp_path):
@@ -197,7 +209,10 @@ def test_build_manifest_reads_durations_and_uses_placeholders(tmp_path):
     assert loaded["spk0-utt000"]["wav"] == str(root / "spk0" / "spk0-utt000.flac")
 
 
-def test_build_manifest_with_worker_processes_matches_single_process(tmp_path):
+def test_build_manifest_with_worker_processes_matches_single_process(tmp_path, monkeypatch):
+    from speechkit.data import manifest
+
+    monkeypatch.setattr(manifest, "PARALLEL_MIN_FILES", 10)  # use the worker pool on a small tree
     root = tmp_path / "tree"
     make_tree(root, 70)
     calls = []

@@ -71,6 +71,8 @@ def test_bad_arguments_raise():
         resample(torch.zeros(10), 16000, 8000.5)
     with pytest.raises(DataError, match="window"):
         resample(torch.zeros(10), 16000, 8000, window="box")
+    with pytest.raises(DataError, match="share only the factor 1"):
+        resample(torch.zeros(10), 16001, 16000)
     with pytest.raises(DataError, match="backend"):
         resample(torch.zeros(10), 16000, 8000, backend="scipy")
 

@@ -282,3 +282,13 @@ def test_changed_options_replan_the_remaining_items():
     rest = list(bigger)
     assert Counter(flat(seen) + flat(rest)) == Counter(range(len(LENGTHS)))
     assert all(len(b) * max(LENGTHS[b]) <= 90.0 for b in rest)
+
+
+@pytest.mark.parametrize("name", ["dynamic", "fixed_shuffled"])
+def test_length_is_the_pass_length_while_it_runs(name):
+    sampler = make_samplers()[name]
+    total = len(sampler)
+    lengths_seen = [len(sampler) for _ in sampler]
+    assert lengths_seen == [total] * total
+    eval_sampler = EvalBatchSampler(9, 2)
+    assert [len(eval_sampler) for _ in eval_sampler] == [5] * 5

@@ -1,6 +1,8 @@
 """resolve_context is a pure function: each launcher's environment layout resolves to the right place."""
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from speechkit.distributed.env import (
@@ -54,7 +56,8 @@ def test_torchrun_with_cuda_picks_gpu_of_local_rank_and_nccl():
 
 def test_legacy_launch_flags_and_local_rank_argument():
     env = {k: v for k, v in TORCHRUN.items() if k != "LOCAL_RANK"}
-    ctx = resolve_context(opts("--local-rank=1", "--distributed_launch", "--distributed_backend=gloo"), env, 0)
+    run_opts = opts("--local-rank=1", "--distributed_launch", "--distributed_backend=gloo")
+    ctx = resolve_context(run_opts, env, 0)
     assert (ctx.local_rank, ctx.launcher, ctx.backend) == (1, "torch.distributed.launch", "gloo")
 
 
@@ -74,8 +77,8 @@ def test_explicit_flags_with_file_protocol_and_device_id():
     run_opts = opts("--worker-id", "0", "--num-workers", "2", "--device-id", "1", "--sync-protocol",
                     "file:///shared/rdv")
     ctx = resolve_context(run_opts, {}, cuda_device_count=2)
-    assert (ctx.init_method, ctx.device, ctx.local_rank, ctx.master_port) == ("file:///shared/rdv", "cuda:1", 1,
-                                                                              None)
+    assert (ctx.init_method, ctx.device, ctx.local_rank) == ("file:///shared/rdv", "cuda:1", 1)
+    assert ctx.master_port is None
 
 
 @pytest.mark.parametrize("flags, message", [
@@ -139,6 +142,13 @@ def test_device_and_backend_errors():
 
 def test_timeout_comes_from_run_options():
     assert resolve_context(opts("--distributed_timeout_s", "12"), TORCHRUN, 0).timeout_s == 12.0
+
+
+def test_yaml_num_workers_is_not_a_process_count():
+    # e.g. data-loading workers from a recipe's YAML, not set on the command line
+    run_opts = dataclasses.replace(opts(), num_workers=4)
+    assert run_opts.num_workers == 4 and not is_spawn_request(run_opts)
+    assert resolve_context(run_opts, {}, 0).world_size == 1
 
 
 def test_spawn_request():

@@ -1,5 +1,4 @@
-"""Brain's training loop: accumulation, precision, the non-finite guard, limits, logs and best-checkpoint
-eval."""
+"""Brain's training loop: accumulation, precision, non-finite guard, limits, logs, best-checkpoint eval."""
 
 from __future__ import annotations
 
@@ -75,6 +74,16 @@ def test_bf16_autocast_trains_on_cpu():
 def test_fp16_without_cuda_is_refused_clearly():
     with pytest.raises(RunOptionsError, match="fp16 needs a CUDA device"):
         make_brain({"precision": "fp16", "device": "cpu"})
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="fp16 with a gradient scaler needs CUDA")
+def test_fp16_with_gradient_scaler_trains_on_cuda():
+    brain = make_brain({"precision": "fp16", "device": "cuda"}, dtype=torch.float32)
+    data = dataset(32, torch.float32)
+    before = brain.evaluate(data, test_loader_kwargs=loader_kwargs(8))
+    brain.fit(EpochCounter(5), data, train_loader_kwargs=loader_kwargs(8))
+    assert brain.seen_dtype == torch.float16 and brain.precision.scaler is not None
+    assert brain.evaluate(data, test_loader_kwargs=loader_kwargs(8)) < before
 
 
 def _scale_batch(number, factor):
@@ -199,3 +208,43 @@ def test_evaluate_loads_the_best_checkpoint_and_intra_epoch_checkpoints_are_writ
     assert torch.equal(brain.modules.model.weight, snapshots[2])
     brain.evaluate(dataset(4), max_key="score", test_loader_kwargs=loader_kwargs(4))
     assert torch.equal(brain.modules.model.weight, snapshots[3])
+
+
+def test_sigterm_during_validation_saves_the_epoch_and_exits_with_the_preemption_code(tmp_path):
+    import os
+    import signal
+
+    from speechkit.errors import EXIT_PREEMPTED
+
+    class Preempted(Regression):
+        def compute_forward(self, batch, stage):
+            if stage is Stage.VALID and not getattr(self, "signalled", False):
+                self.signalled = True
+                os.kill(os.getpid(), signal.SIGTERM)
+            return super().compute_forward(batch, stage)
+
+    brain = make_brain(cls=Preempted)
+    brain.checkpointer = Checkpointer(tmp_path, {"model": brain.modules.model})
+    counter = EpochCounter(3)
+    with pytest.raises(SystemExit) as stopped:
+        brain.fit(counter, dataset(8), dataset(4), loader_kwargs(2), loader_kwargs(4))
+    assert stopped.value.code == EXIT_PREEMPTED
+    assert signal.getsignal(signal.SIGTERM) != brain.preemption._on_signal  # handlers given back
+    saved = brain.checkpointer.find_checkpoint()
+    assert saved.end_of_epoch and saved.info["epoch"] == 1
+
+    resumed = make_brain()
+    resumed.checkpointer = Checkpointer(tmp_path, {"model": resumed.modules.model})
+    resumed_counter = EpochCounter(3)
+    resumed.fit(resumed_counter, dataset(8), dataset(4), loader_kwargs(2), loader_kwargs(4))
+    assert resumed.optimizer_steps == 3 * 4  # epochs 2 and 3 continue the 4 steps of epoch 1
+
+
+@pytest.mark.slow  # torch.compile takes seconds to build its kernels
+def test_compiled_training_matches_eager_training():
+    eager, compiled = make_brain(dtype=torch.float32), make_brain({"compile": True}, dtype=torch.float32)
+    for brain in (eager, compiled):
+        brain.fit(EpochCounter(1), dataset(8, torch.float32), train_loader_kwargs=loader_kwargs(4))
+    assert type(compiled._wrapped["model"]).__name__ == "OptimizedModule"
+    for a, b in zip(eager.modules.parameters(), compiled.modules.parameters()):
+        torch.testing.assert_close(a, b)

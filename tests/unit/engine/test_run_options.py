@@ -70,6 +70,7 @@ def test_speechkit_help_lists_the_commands():
         assert command in result.stdout
 
 
+@pytest.mark.slow  # starts an interpreter that imports torch
 def test_recipe_help_lists_the_run_options():
     result = _run("recipes/minimal/train.py", "recipes/minimal/hparams/train.yaml", "--help")
     assert result.returncode == 0, result.stderr

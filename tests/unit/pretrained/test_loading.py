@@ -39,7 +39,8 @@ def test_pickled_code_is_refused_naming_file(tmp_path, capsys):
 
 
 def _model(out=2):
-    return torch.nn.Sequential(collections.OrderedDict(enc=torch.nn.Linear(4, 3), out=torch.nn.Linear(3, out)))
+    layers = collections.OrderedDict(enc=torch.nn.Linear(4, 3), out=torch.nn.Linear(3, out))
+    return torch.nn.Sequential(layers)
 
 
 def test_pretrainer_strict_and_partial_loading(tmp_path):
@@ -88,8 +89,14 @@ def test_fetch_source_paths_and_kind_parsing(tmp_path):
     pretrainer = Pretrainer(tmp_path, {"a": None, "b": None, "c": None},
                             {"a": FetchSource("huggingface", "org/repo/sub/w.ckpt"),
                              "b": "https://host/models/x/w.ckpt", "c": "w.ckpt"})
-    assert pretrainer.locate("a") == (FetchSource("huggingface", "org/repo/sub"), "w.ckpt")
+    assert pretrainer.locate("a") == (FetchSource("huggingface", "org/repo"), "sub/w.ckpt")
     assert pretrainer.locate("b") == ("https://host/models/x", "w.ckpt")
     assert pretrainer.locate("c", default_source="org/m") == ("org/m", "w.ckpt")
+    pretrainer.add_paths({"a": "org/repo/sub/w.ckpt"})  # no such local folder: a Hub repo's subfolder
+    assert pretrainer.locate("a") == ("org/repo", "sub/w.ckpt")
+    local = tmp_path / "org" / "repo" / "sub"
+    local.mkdir(parents=True)
+    pretrainer.add_paths({"a": f"{local}/w.ckpt"})
+    assert pretrainer.locate("a") == (str(local), "w.ckpt")
     with pytest.raises(FetchError, match="unknown kind 'ftp'"):
         FetchSource("ftp", "x")

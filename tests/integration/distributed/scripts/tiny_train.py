@@ -4,9 +4,9 @@ Usage: ``python tiny_train.py hp.yaml [run options] [--key value ...]`` where ``
 ``output_folder``, ``n_train``, ``n_test``, ``epochs``, ``batch_size``, ``mode`` (``fit`` | ``evaluate``) and
 optional ``step_sleep``, ``fail_rank``, ``fail_step``, ``dynamic_batching``.
 
-Every training batch appends its item ids to ``<output_folder>/seen/epoch<E>.rank<R>.pid<P>.txt`` and every fit
-start appends a line to ``starts.jsonl`` (world size, epoch and position recovered), so tests can check that a
-preempted and resumed epoch saw each item exactly once. ``evaluate`` writes ``eval.json`` (loss and the
+Every training batch appends its item ids to ``<output_folder>/seen/epoch<E>.rank<R>.pid<P>.txt`` and every
+fit start appends a line to ``starts.jsonl`` (world size, epoch and position recovered), so tests can check
+that a preempted and resumed epoch saw each item exactly once. ``evaluate`` writes ``eval.json`` (loss and the
 ErrorRateStats summary) and the per-utterance report ``wer.txt`` from the main process.
 """
 from __future__ import annotations
@@ -57,8 +57,8 @@ class TinyBrain(speechkit.Brain):
 
     def compute_objectives(self, scores, batch, stage):
         if stage == Stage.TEST:
-            self.error_stats.append(batch.id, [predicted_words(s, w) for s, w in zip(scores.tolist(), batch.words)],
-                                    [w.split() for w in batch.words])
+            hypotheses = [predicted_words(s, w) for s, w in zip(scores.tolist(), batch.words)]
+            self.error_stats.append(batch.id, hypotheses, [w.split() for w in batch.words])
         return ((scores - batch.y.data) ** 2).mean()
 
     def _on_train_batch(self, batch) -> None:
@@ -98,7 +98,7 @@ class TinyBrain(speechkit.Brain):
 
 
 def predicted_words(score: float, words: str) -> list:
-    """A deterministic 'decoder' that makes errors depending on the score (deletion, insertion, substitution)."""
+    """A deterministic 'decoder' whose errors depend on the score (deletion, insertion, substitution)."""
     tokens = words.split()
     if score < -0.3:
         return tokens[:-1]

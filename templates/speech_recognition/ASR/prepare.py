@@ -1,0 +1,54 @@
+"""Data preparation shared by the Tokenizer, LM and ASR steps of the template.
+
+The template runs on the built-in synthetic corpus (``speechkit corpus``): if ``data_folder`` holds no
+corpus yet, it is built there (a few minutes on 2 cores for the ``small`` size). Any corpus whose manifests
+look the same works too: ``{split}.json`` files of ``{id: {"wav", "duration", "text", ...}}`` with audio paths
+written as ``$data_root/...``. To use your own data, write such manifests (``speechkit manifest`` helps) and
+point ``data_folder`` at them.
+
+Example:
+    >>> manifests = prepare_data("data/SynthSpeech", corpus_size="demo")  # doctest: +SKIP
+    >>> sorted(manifests)  # doctest: +SKIP
+    ['test', 'train', 'valid']
+"""
+from __future__ import annotations
+
+import os
+from typing import Optional
+
+from speechkit.errors import DataError
+
+SPLITS = ("train", "valid", "test")
+
+
+def prepare_data(data_folder: str, corpus_size: Optional[str] = "small", seed: int = 1234,
+                 num_workers: int = 2) -> dict:
+    """Make sure ``data_folder`` holds the corpus manifests; build the built-in corpus there if it is empty.
+
+    Args:
+        data_folder: folder holding (or to receive) ``train.json``, ``valid.json``, ``test.json``.
+        corpus_size: named size of the built-in corpus to build when none is there (``tiny``, ``demo``,
+            ``small``, ``medium``, ``large``); ``None`` never builds (the manifests must exist).
+        seed: seed of the built corpus (same seed, same bytes).
+        num_workers: synthesis processes.
+
+    Returns:
+        ``{split: manifest path}``.
+    """
+    data_folder = os.path.abspath(data_folder)
+    manifests = {split: os.path.join(data_folder, f"{split}.json") for split in SPLITS}
+    if all(os.path.isfile(path) for path in manifests.values()):
+        return manifests
+    if corpus_size is None:
+        missing = [path for path in manifests.values() if not os.path.isfile(path)]
+        raise DataError(f"{data_folder}: manifests missing ({', '.join(missing)}) and corpus_size is null, "
+                        "so no corpus is built")
+    from speechkit.corpus.generator import SIZES, CorpusConfig, build_corpus
+
+    if corpus_size not in SIZES:
+        raise DataError(f"corpus_size must be one of {', '.join(SIZES)}, got {corpus_size!r}")
+    train, valid, test = SIZES[corpus_size]
+    config = CorpusConfig(data_folder, num_train=train, num_valid=valid, num_test=test, seed=seed,
+                          num_workers=num_workers)
+    build_corpus(config)
+    return manifests

@@ -1,0 +1,91 @@
+"""The ASR template's modules and checkpoint layout -> speechkit export -> a model fetched from the Hub, a URL
+and a folder, which transcribes exactly as the recipe's own forward pass and greedy decoding."""
+from __future__ import annotations
+
+import pathlib
+
+import torch
+
+import speechkit
+from speechkit.checkpoints import Checkpointer, EpochCounter
+from speechkit.cli import main as speechkit_main
+from speechkit.decoding import ctc_greedy_decode
+from speechkit.pretrained import EncoderASR
+from speechkit.tokenizers import SentencePieceTokenizer
+
+TEMPLATE = pathlib.Path(__file__).parents[3] / "templates/speech_recognition/ASR/hparams/ASR.yaml"
+SMALL = {"n_mels": 20, "d_model": 32, "num_heads": 4, "num_layers": 2, "ffn_dim": 64, "kernel_size": 5,
+         "subsampling_channels": 8, "decoder_layers": 1, "lm_embedding_dim": 8,
+         "lm_hidden_size": 16, "lm_layers": 1}
+
+# The model folder's hyperparams.yaml for the template's CTC branch: only speechkit classes, so it loads from
+# a remote source without trust_remote_code.
+INFERENCE = """\
+sample_rate: 16000
+interface: EncoderASR
+compute_features: !new:speechkit.features.Fbank {{sample_rate: 16000, n_mels: {n_mels}}}
+normalize: !new:speechkit.features.UtteranceNormalization
+encoder: !new:speechkit.models.ConformerEncoder
+  input_size: {n_mels}
+  d_model: {d_model}
+  num_heads: {num_heads}
+  num_layers: {num_layers}
+  ffn_dim: {ffn_dim}
+  kernel_size: {kernel_size}
+  subsampling_channels: {subsampling_channels}
+ctc_head: !new:speechkit.models.CTCHead {{d_model: {d_model}, vocab_size: {vocab_size}}}
+tokenizer: !name:speechkit.tokenizers.SentencePieceTokenizer
+modules:
+  compute_features: !ref <compute_features>
+  normalize: !ref <normalize>
+  encoder: !ref <encoder>
+  ctc_head: !ref <ctc_head>
+encoder_pipeline: [compute_features, normalize, encoder, ctc_head]
+decoding: {{blank_index: 0}}
+pretrainer: !new:speechkit.pretrained.Pretrainer
+  loadables: {{encoder: !ref <encoder>, ctc_head: !ref <ctc_head>, tokenizer: !ref <tokenizer>}}
+  paths: {{encoder: encoder.safetensors, ctc_head: ctc_head.safetensors, tokenizer: tokenizer.model}}
+"""
+
+
+def test_recipe_checkpoint_exported_and_fetched_from_every_source(tmp_path, hub_server, file_server):
+    tokenizer = SentencePieceTokenizer.train(["a bad cab", "dead beef", "a fed bee", "bad face"] * 10,
+                                             tmp_path / "tok", vocab_size=30, model_type="char",
+                                             hard_vocab_limit=False)
+    sizes = dict(SMALL, vocab_size=tokenizer.vocab_size)
+    model = speechkit.load_hparams(TEMPLATE, sizes)
+    modules = model["modules"]
+    # The recipe's checkpointer: every module plus the epoch counter, metrics in the meta.
+    checkpointer = Checkpointer(tmp_path / "save", {**modules, "counter": EpochCounter(3)})
+    checkpointer.save_checkpoint(meta={"WER": 41.0}, epoch=1)
+    with torch.no_grad():
+        for p in modules["encoder"].parameters():
+            p.add_(0.05 * torch.randn_like(p))
+    checkpointer.save_checkpoint(meta={"WER": 17.5}, epoch=2)  # the one to export
+    (tmp_path / "inference.yaml").write_text(INFERENCE.format(**sizes))
+    assert speechkit_main(["export", "--checkpoints", str(tmp_path / "save"), "--hparams",
+                           str(tmp_path / "inference.yaml"), "--min-key", "WER", "--output",
+                           str(tmp_path / "exported"), "--file", f"tokenizer={tokenizer.model_path}"]) == 0
+    folder = tmp_path / "exported"
+    assert "| WER | 17.5 |" in (folder / "README.md").read_text()
+
+    wavs = [torch.randn(n) * 0.1 for n in (12000, 8000, 10000)]
+    lengths = torch.tensor([len(w) for w in wavs])
+    batch = torch.nn.utils.rnn.pad_sequence(wavs, batch_first=True)
+    with torch.no_grad():  # the recipe's own forward pass and greedy decoding
+        for module in modules.values():
+            module.eval()
+        feats, n = model["compute_features"](batch, lengths)
+        feats, n = model["normalize"](feats, n)
+        encoded, n = modules["encoder"](feats, n)
+        expected = [tokenizer.decode(h) for h in ctc_greedy_decode(modules["ctc_head"](encoded), n, 0)]
+    assert all(expected), expected  # non-empty transcripts, so the comparison means something
+
+    hub_server.repos["org/asr"] = {"main": {p.name: p.read_bytes() for p in folder.iterdir()}}
+    for path in folder.iterdir():
+        file_server.files[f"/asr/{path.name}"] = path.read_bytes()
+    sources = {"local": str(folder), "hub": "org/asr", "url": f"{file_server.url}/asr"}
+    for name, source in sources.items():
+        asr = EncoderASR.from_hparams(source, savedir=tmp_path / f"s-{name}")  # no trust_remote_code needed
+        texts, _ = asr.transcribe_batch(batch, lengths)
+        assert texts == expected, name

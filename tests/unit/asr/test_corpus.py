@@ -1,0 +1,174 @@
+"""The built-in corpus: text normalization, the plan's splits, signal effects, and a tiny real build."""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import shutil
+
+import numpy as np
+import pytest
+import soundfile
+
+from speechkit.corpus import (
+    CorpusConfig,
+    build_corpus,
+    effects,
+    make_plan,
+    make_sentences,
+    normalize_text,
+    vocabulary,
+)
+from speechkit.corpus.generator import split_voices
+from speechkit.errors import DataError
+
+ENGINES_PRESENT = shutil.which("flite") is not None and shutil.which("festival") is not None
+needs_engines = pytest.mark.skipif(not ENGINES_PRESENT, reason="flite/festival not installed "
+                                   "(apt-get install flite festival festvox-kdlpc16k)")
+
+
+def test_normalize_text_keeps_upper_case_letters_apostrophes_and_single_spaces():
+    assert normalize_text("  Don't  stop, it\u2019s 5-ish!\n") == "DON'T STOP IT'S ISH"
+    assert normalize_text("") == ""
+
+
+def test_sentences_are_distinct_normalized_and_reproducible():
+    first = make_sentences(500, random.Random(7))
+    assert first == make_sentences(500, random.Random(7))
+    assert first != make_sentences(500, random.Random(8))
+    assert len(set(first)) == 500
+    words = set(vocabulary())
+    for sentence in first:
+        assert normalize_text(sentence) == sentence
+        assert set(sentence.split()) <= words
+    assert 300 <= len(words) <= 600
+
+
+def test_plan_keeps_voices_and_sentences_apart_across_splits():
+    config = CorpusConfig("unused", num_train=300, num_valid=40, num_test=60, seed=3)
+    plan = make_plan(config)
+    assert plan == make_plan(config)
+    by_split = {split: [p for p in plan if p.split == split] for split in ("train", "valid", "test")}
+    assert [len(by_split[s]) for s in ("train", "valid", "test")] == [300, 40, 60]
+    voices = {split: {p.voice for p in items} for split, items in by_split.items()}
+    texts = {split: {p.text for p in items} for split, items in by_split.items()}
+    assert voices["test"] == set(config.test_voices) and not voices["test"] & voices["train"]
+    assert not voices["valid"] & voices["train"]
+    assert not texts["test"] & texts["train"] and not texts["valid"] & texts["train"]
+    assert not texts["test"] & texts["valid"]
+    assert len(texts["test"]) == 60  # one distinct sentence per test utterance
+    assert len({p.id for p in plan}) == len(plan)
+    for item in plan:
+        assert 1 / 1.2 - 1e-3 <= item.stretch <= 1 / 0.85 + 1e-3 and -30 <= item.loudness_dbfs <= -18
+        assert item.noise_color is None  # noise is off by default
+    other_seed = make_plan(CorpusConfig("unused", num_train=300, num_valid=40, num_test=60, seed=4))
+    assert [p.text for p in other_seed] != [p.text for p in plan]
+
+
+def test_plan_errors_name_the_bad_voice_or_split():
+    with pytest.raises(DataError, match="unknown corpus voice 'nobody'"):
+        make_plan(CorpusConfig("x", test_voices=["nobody"]))
+    with pytest.raises(DataError, match="both the valid and the test"):
+        make_plan(CorpusConfig("x", test_voices=["kal"], valid_voices=["kal"]))
+    with pytest.raises(DataError, match="test split asks for 5 utterances but has no voice"):
+        make_plan(CorpusConfig("x", num_test=5, voices=["rms", "slt"]))
+    # Without held-out valid voices, valid is spoken by training voices (its sentences stay unseen).
+    voices = split_voices(CorpusConfig("x", valid_voices=[]))
+    assert voices["valid"] == voices["train"]
+
+
+def test_effects_resample_level_noise_and_trim():
+    rate = 16000
+    tone = np.sin(2 * np.pi * 500 * np.arange(rate) / rate).astype(np.float32)
+    for exact in (True, False):
+        higher = effects.resample(tone, 1.1, 1.0, exact=exact)  # played 1.1x faster
+        assert abs(len(higher) - rate / 1.1) <= rate * 0.002
+        peak = np.argmax(np.abs(np.fft.rfft(higher[500:-500]))) * rate / len(higher[500:-500])
+        assert abs(peak - 550.0) < 3.0
+    assert len(effects.resample(tone, 16000, 8000)) == 8000
+    loud = effects.set_loudness(tone * 0.01, -20.0)
+    assert abs(effects.rms_dbfs(loud) - (-20.0)) < 0.01
+    capped = effects.set_loudness(tone, 0.0)
+    assert np.max(np.abs(capped)) <= 0.98 + 1e-6
+    rng = np.random.default_rng(0)
+    noisy = effects.add_noise(loud, 10.0, "pink", rng)
+    assert abs(effects.rms_dbfs(noisy - loud) - (effects.rms_dbfs(loud) - 10.0)) < 0.01
+    padded = np.concatenate([np.zeros(800, np.float32), tone, np.zeros(1600, np.float32)])
+    assert abs(len(effects.trim_silence(padded)) - rate) <= 160
+
+
+def tiny_config(folder, workers):
+    return CorpusConfig(str(folder), num_train=6, num_valid=2, num_test=2, seed=11, num_sentences=40,
+                        noise_prob=0.5, num_workers=workers, chunk_size=3)
+
+
+def folder_digest(folder):
+    digest = hashlib.sha256()
+    for root, _, files in sorted(os.walk(folder)):
+        for name in sorted(files):
+            path = os.path.join(root, name)
+            digest.update(os.path.relpath(path, folder).encode())
+            with open(path, "rb") as handle:
+                digest.update(handle.read())
+    return digest.hexdigest()
+
+
+@needs_engines
+def test_tiny_build_writes_flac_and_manifests_byte_identically(tmp_path):
+    summary = build_corpus(tiny_config(tmp_path / "one", workers=2), log=lambda message: None)
+    assert summary["utterances"] == {"train": 6, "valid": 2, "test": 2}
+    manifests = {split: json.loads((tmp_path / "one" / f"{split}.json").read_text())
+                 for split in ("train", "valid", "test")}
+    for split, manifest in manifests.items():
+        for utt_id, entry in manifest.items():
+            assert set(entry) == {"wav", "duration", "spk", "text"}
+            assert entry["wav"].startswith(f"$data_root/{split}/{entry['spk']}/")
+            path = entry["wav"].replace("$data_root", str(tmp_path / "one"))
+            info = soundfile.info(path)
+            assert info.samplerate == 16000 and info.channels == 1 and info.format == "FLAC"
+            assert abs(info.frames / 16000 - entry["duration"]) < 1e-3 and entry["duration"] > 0.5
+            assert normalize_text(entry["text"]) == entry["text"] and utt_id.startswith(entry["spk"])
+    assert {e["spk"] for e in manifests["test"].values()} <= {"kal", "kal-lo", "kal-hi"}
+    train_texts = {e["text"] for e in manifests["train"].values()}
+    assert not {e["text"] for e in manifests["test"].values()} & train_texts
+    # Same seed, another folder, another number of workers: the same bytes.
+    build_corpus(tiny_config(tmp_path / "two", workers=1), log=lambda message: None)
+    assert folder_digest(tmp_path / "one") == folder_digest(tmp_path / "two")
+
+
+@needs_engines
+def test_existing_corpus_is_reused_and_other_content_refused(tmp_path):
+    folder = tmp_path / "corpus"
+    config = CorpusConfig(str(folder), num_train=2, num_valid=0, num_test=1, seed=2, num_sentences=20,
+                          voices=["kal", "kal-lo", "ked"], test_voices=["kal-lo"], valid_voices=[],
+                          num_workers=1)
+    messages = []
+    build_corpus(config, log=messages.append)
+    before = folder_digest(folder)
+    build_corpus(config, log=messages.append)
+    assert "already built" in messages[-1] and folder_digest(folder) == before
+    config.seed = 3
+    with pytest.raises(DataError, match="other settings"):
+        build_corpus(config, log=messages.append)
+    build_corpus(config, overwrite=True, log=messages.append)
+    assert folder_digest(folder) != before
+    assert len(list((folder / "train").rglob("*.flac"))) == 2  # the old build's files were removed
+    stray = tmp_path / "stray"
+    stray.mkdir()
+    (stray / "notes.txt").write_text("mine")
+    with pytest.raises(DataError, match="not empty"):
+        build_corpus(CorpusConfig(str(stray), num_train=1, num_valid=0, num_test=1), log=messages.append)
+
+
+@needs_engines
+def test_command_line_builds_a_corpus(tmp_path, capsys):
+    from speechkit.cli import main
+
+    code = main(["corpus", str(tmp_path / "cli"), "--num-train", "2", "--num-valid", "0", "--num-test", "1",
+                 "--voices", "kal,kal-hi,ked", "--test-voices", "kal-hi", "--valid-voices", "",
+                 "--num-sentences", "10", "--num-workers", "1"])
+    assert code == 0 and "3 utterances" in capsys.readouterr().out
+    assert len(json.loads((tmp_path / "cli" / "train.json").read_text())) == 2
+    code = main(["corpus", str(tmp_path / "bad"), "--test-voices", "nobody"])
+    assert code == 1 and "unknown corpus voice 'nobody'" in capsys.readouterr().err
