@@ -192,7 +192,8 @@ def print_table(args, rows: list[dict]) -> None:
     device_name = torch.cuda.get_device_name() if args.device.startswith("cuda") else platform.processor()
     print(
         f"device: {args.device} ({device_name or 'cpu'}), torch {torch.__version__}, "
-        f"threads {torch.get_num_threads()}, compile {args.compile}, cuda graphs {args.cuda_graphs}"
+        f"threads {torch.get_num_threads()}, CPU capability {torch.backends.cpu.get_cpu_capability()}, "
+        f"compile {args.compile}, cuda graphs {args.cuda_graphs}"
     )
     print(
         f"model: Conformer-CTC, {args.layers} layers, {args.heads} heads, ffn 4 x d_model, kernel "

@@ -242,7 +242,9 @@ class Brain:
                 self.train_loader.set_epoch(epoch)
         self.on_stage_start(Stage.TRAIN, epoch)
         self.lr_in_epoch = self._current_lr()
-        total = _length(self.train_loader)
+        # After a mid-epoch recovery a loader's length counts only the batches left in the epoch.
+        remaining = _length(self.train_loader)
+        total = None if remaining is None else self.train_position + remaining
         limit = self.run_opts.debug_batches if self.run_opts.debug else None
         bar = ProgressBar(f"epoch {epoch} train", total, self._show_progress(), initial=self.train_position)
         iterator = iter(self.train_loader)

@@ -260,9 +260,13 @@ def build_corpus(config: CorpusConfig, overwrite: bool = False, log=print) -> di
             log(f"corpus already built in {out}")
             return summary
         raise DataError(f"{out} holds a corpus built with other settings; use another folder or --overwrite")
-    if os.path.isdir(out) and os.listdir(out) and not overwrite and not os.path.exists(summary_path):
-        raise DataError(f"{out} is not empty and holds no corpus.json; use an empty folder or --overwrite")
-    if overwrite:
+    if os.path.isdir(out) and not overwrite:
+        foreign = [name for name in os.listdir(out) if name not in _CORPUS_NAMES]
+        if foreign:
+            raise DataError(f"{out} holds files that are not a corpus ({', '.join(sorted(foreign)[:3])}); "
+                            "use an empty folder or --overwrite")
+    # What is left is ours: an interrupted build (no corpus.json yet) or, with overwrite, an older corpus.
+    if os.path.isdir(out):
         _remove_corpus_files(out)
     plan = make_plan(config)
     voices = split_voices(config)
@@ -301,9 +305,14 @@ def build_corpus(config: CorpusConfig, overwrite: bool = False, log=print) -> di
     return summary
 
 
+#: Every name a build writes at the top of its folder (temporary manifests included).
+_CORPUS_NAMES = frozenset(("corpus.json", "corpus.json.tmp") + SPLITS
+                          + tuple(f"{split}.json{tmp}" for split in SPLITS for tmp in ("", ".tmp")))
+
+
 def _remove_corpus_files(out: str) -> None:
     """Delete what a build writes (summary first: a half-removed corpus never looks complete)."""
-    for name in ("corpus.json",) + tuple(f"{split}.json" for split in SPLITS):
+    for name in sorted(_CORPUS_NAMES - set(SPLITS), key=lambda n: n != "corpus.json"):
         if os.path.exists(os.path.join(out, name)):
             os.remove(os.path.join(out, name))
     for split in SPLITS:

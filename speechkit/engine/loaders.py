@@ -69,7 +69,8 @@ class PositionTracker:
         self.position = 0
 
     def __len__(self) -> int:
-        return len(self.loader)
+        """Batches left in the epoch (all of them unless recovered mid-epoch), like speechkit's loaders."""
+        return len(self.loader) - self.position
 
     def set_epoch(self, epoch: int) -> None:
         if hasattr(self.loader, "set_epoch"):

@@ -70,19 +70,22 @@ def dct_matrix(n_mels: int, n_mfcc: int) -> torch.Tensor:
 def fbank(x: torch.Tensor, lengths: torch.Tensor, sample_rate: int = 16000, n_fft: int = 512,
           win_length: int = 400, hop_length: int = 160, n_mels: int = 80, f_min: float = 0.0,
           f_max: Optional[float] = None, window: str = "hamming", power: float = 2.0, log: bool = True,
-          floor: float = 1e-10) -> tuple:
+          floor: float = 1e-10, window_tensor: Optional[torch.Tensor] = None,
+          filters: Optional[torch.Tensor] = None) -> tuple:
     """Log mel filterbank energies.
 
     Args:
         x: (batch, time) waveforms; lengths: (batch,) int64 valid samples.
         log: natural log of max(energy, floor); False gives the energies themselves.
+        window_tensor, filters: the window and (n_fft // 2 + 1, n_mels) filterbank, when already made.
 
     Returns:
         ``(feats, frame_lengths)``: feats (batch, frames, n_mels) float32, zero past each item's frames.
     """
-    spec, frame_lengths = stft(x, lengths, n_fft, hop_length, win_length, window, center=True)
-    filters = mel_filterbank(n_fft // 2 + 1, n_mels, sample_rate, f_min, f_max).to(spec.device)
-    energies = power_spectrum(spec, power) @ filters
+    spec, frame_lengths = stft(x, lengths, n_fft, hop_length, win_length, window, True, window_tensor)
+    if filters is None:
+        filters = mel_filterbank(n_fft // 2 + 1, n_mels, sample_rate, f_min, f_max)
+    energies = power_spectrum(spec, power) @ filters.to(spec.device)
     if log:
         energies = torch.log(torch.clamp(energies, min=floor))
     mask = length_mask(frame_lengths, energies.shape[1]).unsqueeze(-1)
@@ -90,13 +93,14 @@ def fbank(x: torch.Tensor, lengths: torch.Tensor, sample_rate: int = 16000, n_ff
 
 
 def mfcc(x: torch.Tensor, lengths: torch.Tensor, n_mfcc: int = 13, n_mels: int = 40,
-         **fbank_options) -> tuple:
+         dct: Optional[torch.Tensor] = None, **fbank_options) -> tuple:
     """Mel-frequency cepstral coefficients: orthonormal DCT-II of the log mel energies.
 
     Returns ``(coeffs, frame_lengths)`` with coeffs (batch, frames, n_mfcc), zero past each item's frames.
     """
     log_mel, frame_lengths = fbank(x, lengths, n_mels=n_mels, log=True, **fbank_options)
-    coeffs = log_mel @ dct_matrix(n_mels, n_mfcc).to(log_mel.device)
+    dct = dct_matrix(n_mels, n_mfcc) if dct is None else dct
+    coeffs = log_mel @ dct.to(log_mel.device)
     return coeffs * length_mask(frame_lengths, coeffs.shape[1]).unsqueeze(-1), frame_lengths
 
 
@@ -145,8 +149,11 @@ class Fbank(torch.nn.Module):
                  hop_length: int = 160, n_mels: int = 80, f_min: float = 0.0, f_max: Optional[float] = None,
                  window: str = "hamming", log: bool = True, delta_order: int = 0):
         super().__init__()
-        make_window(window, win_length, n_fft)
-        mel_filterbank(n_fft // 2 + 1, n_mels, sample_rate, f_min, f_max)  # validate now, not at first batch
+        # Made once (bad settings fail here, not at the first batch); buffers move with .to(device) and
+        # stay out of checkpoints.
+        self.register_buffer("window_tensor", make_window(window, win_length, n_fft), persistent=False)
+        self.register_buffer("filters", mel_filterbank(n_fft // 2 + 1, n_mels, sample_rate, f_min, f_max),
+                             persistent=False)
         self.options = dict(sample_rate=sample_rate, n_fft=n_fft, win_length=win_length,
                             hop_length=hop_length,
                             n_mels=n_mels, f_min=f_min, f_max=f_max, window=window, log=log)
@@ -154,7 +161,8 @@ class Fbank(torch.nn.Module):
         self.num_features = n_mels * (1 + delta_order)
 
     def forward(self, x: torch.Tensor, lengths: torch.Tensor) -> tuple:
-        feats, frame_lengths = fbank(x, lengths, **self.options)
+        feats, frame_lengths = fbank(x, lengths, **self.options, window_tensor=self.window_tensor,
+                                     filters=self.filters)
         return _with_deltas(feats, frame_lengths, self.delta_order), frame_lengths
 
 
@@ -171,9 +179,10 @@ class MFCC(torch.nn.Module):
                  win_length: int = 400, hop_length: int = 160, f_min: float = 0.0,
                  f_max: Optional[float] = None, window: str = "hamming", delta_order: int = 0):
         super().__init__()
-        dct_matrix(n_mels, n_mfcc)
-        make_window(window, win_length, n_fft)
-        mel_filterbank(n_fft // 2 + 1, n_mels, sample_rate, f_min, f_max)
+        self.register_buffer("dct", dct_matrix(n_mels, n_mfcc), persistent=False)
+        self.register_buffer("window_tensor", make_window(window, win_length, n_fft), persistent=False)
+        self.register_buffer("filters", mel_filterbank(n_fft // 2 + 1, n_mels, sample_rate, f_min, f_max),
+                             persistent=False)
         self.n_mfcc, self.n_mels, self.delta_order = n_mfcc, n_mels, delta_order
         self.options = dict(sample_rate=sample_rate, n_fft=n_fft, win_length=win_length,
                             hop_length=hop_length,
@@ -181,7 +190,8 @@ class MFCC(torch.nn.Module):
         self.num_features = n_mfcc * (1 + delta_order)
 
     def forward(self, x: torch.Tensor, lengths: torch.Tensor) -> tuple:
-        coeffs, frame_lengths = mfcc(x, lengths, n_mfcc=self.n_mfcc, n_mels=self.n_mels, **self.options)
+        coeffs, frame_lengths = mfcc(x, lengths, n_mfcc=self.n_mfcc, n_mels=self.n_mels, dct=self.dct,
+                                     window_tensor=self.window_tensor, filters=self.filters, **self.options)
         return _with_deltas(coeffs, frame_lengths, self.delta_order), frame_lengths
 
 

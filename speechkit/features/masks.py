@@ -24,10 +24,20 @@ def check_lengths(x: torch.Tensor, lengths: torch.Tensor, time_dim: int = 1) -> 
     lengths = lengths.to(torch.int64)
     if lengths.dim() != 1 or lengths.numel() != x.shape[0]:
         raise ValueError(f"expected one length per item ({x.shape[0]}), got shape {tuple(lengths.shape)}")
+    if _capturing():
+        return lengths  # reading values back would break a compiled graph or a CUDA graph capture
     if lengths.numel() and (int(lengths.min()) < 0 or int(lengths.max()) > x.shape[time_dim]):
         raise ValueError(f"lengths must lie in [0, {x.shape[time_dim]}] (the padded time axis), "
                          f"got {lengths.tolist()}")
     return lengths
+
+
+def _capturing() -> bool:
+    """True while torch.compile traces or a CUDA graph is being captured."""
+    compiler = getattr(torch, "compiler", None)
+    if compiler is not None and getattr(compiler, "is_compiling", lambda: False)():
+        return True
+    return torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()
 
 
 def length_mask(lengths: torch.Tensor, max_len: Optional[int] = None) -> torch.Tensor:

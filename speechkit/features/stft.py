@@ -11,6 +11,8 @@ Example:
 """
 from __future__ import annotations
 
+from typing import Optional
+
 import torch
 
 from speechkit.features.masks import check_lengths, length_mask
@@ -57,7 +59,8 @@ def _centered(x: torch.Tensor, lengths: torch.Tensor, pad: int) -> torch.Tensor:
 
 
 def stft(x: torch.Tensor, lengths: torch.Tensor, n_fft: int = 512, hop_length: int = 160,
-         win_length: int = 400, window: str = "hamming", center: bool = True) -> tuple:
+         win_length: int = 400, window: str = "hamming", center: bool = True,
+         window_tensor: Optional[torch.Tensor] = None) -> tuple:
     """Complex spectrum of every frame.
 
     Args:
@@ -65,6 +68,7 @@ def stft(x: torch.Tensor, lengths: torch.Tensor, n_fft: int = 512, hop_length: i
         lengths: (batch,) int64 valid samples per item.
         n_fft: FFT size (frequency bins: n_fft // 2 + 1); win_length: samples under the window;
         hop_length: samples between frame starts; center: frame t centered on sample t * hop_length.
+        window_tensor: the (n_fft,) window already made by :func:`make_window` (modules cache it).
 
     Returns:
         ``(spec, frame_lengths)``: spec (batch, frames, n_fft // 2 + 1) complex64, zero past each item's
@@ -79,7 +83,9 @@ def stft(x: torch.Tensor, lengths: torch.Tensor, n_fft: int = 512, hop_length: i
     if x.shape[1] < n_fft:
         x = torch.nn.functional.pad(x, (0, n_fft - x.shape[1]))
     frames = x.unfold(1, n_fft, hop_length)  # (batch, frames, n_fft)
-    frames = frames * make_window(window, win_length, n_fft).to(x.device)
+    if window_tensor is None:
+        window_tensor = make_window(window, win_length, n_fft)
+    frames = frames * window_tensor.to(device=x.device, dtype=frames.dtype)
     spec = torch.fft.rfft(frames, dim=-1)
     frame_lengths = num_frames(lengths, n_fft, hop_length, center).to(x.device)
     mask = length_mask(frame_lengths, spec.shape[1]).unsqueeze(-1)
@@ -98,9 +104,11 @@ class STFT(torch.nn.Module):
     def __init__(self, n_fft: int = 512, hop_length: int = 160, win_length: int = 400,
                  window: str = "hamming", center: bool = True):
         super().__init__()
-        make_window(window, win_length, n_fft)  # fail at construction on a bad setting
         self.n_fft, self.hop_length, self.win_length = n_fft, hop_length, win_length
         self.window, self.center = window, center
+        # Made once (bad settings fail here); moves with .to(device); not saved in checkpoints.
+        self.register_buffer("window_tensor", make_window(window, win_length, n_fft), persistent=False)
 
     def forward(self, x: torch.Tensor, lengths: torch.Tensor) -> tuple:
-        return stft(x, lengths, self.n_fft, self.hop_length, self.win_length, self.window, self.center)
+        return stft(x, lengths, self.n_fft, self.hop_length, self.win_length, self.window, self.center,
+                    self.window_tensor)

@@ -7,7 +7,7 @@ Example:
     torch.Size([2, 9, 32])
 """
 
-from speechkit.nn.attention import MultiHeadAttention, attention_mask
+from speechkit.nn.attention import MultiHeadAttention, attention_mask, scaled_dot_product_attention_aligned
 from speechkit.nn.conformer import ConformerBlock, ConvolutionModule
 from speechkit.nn.feedforward import FeedForward
 from speechkit.nn.losses import CTCLoss, LabelSmoothedNLLLoss, ctc_loss, label_smoothed_nll_loss
@@ -36,6 +36,7 @@ __all__ = [
     "label_smoothed_nll_loss",
     "length_mask",
     "masked_mean_var",
+    "scaled_dot_product_attention_aligned",
     "sinusoid_table",
     "subsampled_lengths",
     "values_checkable",

@@ -40,6 +40,33 @@ def attention_mask(
     return mask
 
 
+def scaled_dot_product_attention_aligned(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    attn_mask: Optional[torch.Tensor] = None,
+    dropout_p: float = 0.0,
+    multiple: int = 8,
+) -> torch.Tensor:
+    """``scaled_dot_product_attention`` with the head size zero-padded to a multiple of ``multiple``.
+
+    Fused GPU attention kernels need 16-bit heads sized in multiples of 8 and otherwise fall back to the slow
+    path (d_model 144 with 4 heads gives heads of 36). Zero channels change no dot product, the scale stays
+    that of the true head size, and the padded output channels are dropped, so the result is the same.
+
+    Shapes: q ``(batch, heads, t_q, head_dim)``, k/v ``(batch, heads, t_k, head_dim)`` -> like q.
+    """
+    head_dim = q.shape[-1]
+    pad = (-head_dim) % multiple
+    if pad == 0:
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=dropout_p)
+    q, k, v = (F.pad(t, (0, pad)) for t in (q, k, v))
+    out = F.scaled_dot_product_attention(
+        q, k, v, attn_mask=attn_mask, dropout_p=dropout_p, scale=head_dim**-0.5
+    )
+    return out[..., :head_dim]
+
+
 class MultiHeadAttention(nn.Module):
     """Multi-head (self or cross) attention whose keys are masked by their absolute lengths.
 
@@ -96,8 +123,10 @@ class MultiHeadAttention(nn.Module):
         if self.rotary is not None:
             q, k = self.rotary(q, k)
         mask = attention_mask(key_lengths, q.shape[2], k.shape[2], causal, query.device)
-        out = F.scaled_dot_product_attention(
-            q, k, v, attn_mask=mask, dropout_p=self.dropout if self.training else 0.0
-        )
+        dropout = self.dropout if self.training else 0.0
+        if q.device.type == "cuda":
+            out = scaled_dot_product_attention_aligned(q, k, v, mask, dropout)
+        else:
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout)
         batch, _, time, _ = out.shape
         return self.out_proj(out.transpose(1, 2).reshape(batch, time, self.d_model))

@@ -14,7 +14,14 @@ from __future__ import annotations
 import argparse
 import pathlib
 
-from speechkit.pretrained.fetching import FetchFrom, FetchSource, FetchStrategy, fetch, resolve_source
+from speechkit.pretrained.fetching import (
+    FetchFrom,
+    FetchSource,
+    FetchStrategy,
+    describe,
+    fetch,
+    resolve_source,
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -54,6 +61,8 @@ def run(args: argparse.Namespace) -> int:
     specs = declared_files(pathlib.Path(yaml_path).read_text(), args.hparams_file)
     pretrainer = Pretrainer(args.savedir, {name: None for name in specs}, specs, strategy=args.strategy,
                             revision=args.revision)
+    if source.kind is not FetchFrom.LOCAL:
+        pretrainer.refuse_local_paths(source, f"{args.hparams_file} from {describe(source, args.revision)}")
     collected = pretrainer.collect_files(default_source=source, allow_network=not args.offline,
                                          cache_dir=args.cache_dir)
     for name, path in collected.items():

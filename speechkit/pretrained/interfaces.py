@@ -118,7 +118,7 @@ class Pretrained(torch.nn.Module):
             if pretrainer.revision is None:
                 pretrainer.revision = revision
             if not (local or trust_remote_code):
-                _refuse_local_paths(pretrainer, fetch_source, where)
+                pretrainer.refuse_local_paths(fetch_source, where)
             pretrainer.collect_files(default_source=fetch_source, allow_network=allow_network,
                                      cache_dir=cache_dir)
             classes = {name: obj for name, obj in pretrainer.loadables.items() if isinstance(obj, type)}
@@ -281,15 +281,3 @@ def _put_built_instances(hparams: dict, classes: dict, loadables: dict) -> None:
         for key, value in list(hparams.items()):
             if value is cls:
                 hparams[key] = loadables[name]
-
-
-def _refuse_local_paths(pretrainer, default_source, where: str) -> None:
-    """A remote YAML may name files of remote sources only, never files of this machine."""
-    from speechkit.errors import UnsafeSourceError
-
-    for name in pretrainer.loadables:
-        source, filename = pretrainer.locate(name, default_source)
-        if resolve_source(source).kind is FetchFrom.LOCAL:
-            raise UnsafeSourceError(f"{where}: the pretrainer path of '{name}' names a file of this machine "
-                                    f"({source}/{filename}); a YAML from a non-local source may only name "
-                                    "remote files (pass trust_remote_code=True if you trust this source)")

@@ -115,6 +115,18 @@ class Pretrainer:
                 return repo, inner
         return head, filename
 
+    def refuse_local_paths(self, default_source, where: str) -> None:
+        """Raise UnsafeSourceError if a path names a file of this machine (for YAMLs from remote sources)."""
+        from speechkit.errors import UnsafeSourceError
+
+        for name in self.loadables:
+            source, filename = self.locate(name, default_source)
+            if resolve_source(source).kind is FetchFrom.LOCAL:
+                raise UnsafeSourceError(f"{where}: the pretrainer path of '{name}' names a file of this "
+                                        f"machine ({source}/{filename}); a YAML from a non-local source may "
+                                        "only name remote files (pass trust_remote_code=True if you trust "
+                                        "this source)")
+
     def collect_files(self, default_source=None, allow_network: bool = True,
                       cache_dir=None) -> dict:
         """Fetch every loadable's file; return name -> path.

@@ -47,6 +47,13 @@ ALLOWED_EXCEPTIONS = (
     "speechkit.pretrained.FetchSource", "speechkit.pretrained.fetching.FetchSource",
 )
 
+#: Attribute names that read, write or run files whatever package they live in (``torch.from_file`` maps a
+#: file for writing, ``write_json_manifest`` writes one).
+DENIED_NAME_PREFIXES = ("write", "save", "dump", "from_file", "tofile", "load", "open", "exec", "system",
+                        "spawn", "remove", "unlink", "rmtree")
+#: Largest number of nodes a remote YAML may expand to (anchors and aliases can multiply a small file).
+MAX_EXPANDED_NODES = 200_000
+
 _CALLABLE_TAGS = ("!new:", "!name:", "!module:", "!apply:", "!applyref:")
 _DATA_TAGS = {"!ref", "!copy", "!tuple", "!PLACEHOLDER"}
 _YAML_TYPES = {f"tag:yaml.org,2002:{name}" for name in
@@ -65,16 +72,40 @@ def check_yaml_is_safe(text: str, filename: str) -> None:
     except yaml.YAMLError as error:
         raise UnsafeSourceError(f"{filename}: cannot be vetted, it does not parse as YAML "
                                 f"({error})") from None
+    size = _expanded_size(root, {})
+    if size > MAX_EXPANDED_NODES:
+        raise UnsafeSourceError(f"{filename}: expands to {size} YAML nodes through anchors and aliases (more "
+                                f"than {MAX_EXPANDED_NODES}); refused")
     for node in sorted(_walk(root), key=lambda n: n.start_mark.index):  # report the first in the file
         _check_tag(node, filename)
 
 
+def _expanded_size(node, memo: dict) -> int:
+    """Nodes the document holds once every alias is copied out (memoized: linear in the file's size)."""
+    if node is None:
+        return 0
+    if id(node) in memo:
+        return memo[id(node)]
+    memo[id(node)] = 1  # a recursive alias counts once instead of looping
+    children = []
+    if isinstance(node, yaml.MappingNode):
+        children = [n for pair in node.value for n in pair]
+    elif isinstance(node, yaml.SequenceNode):
+        children = node.value
+    memo[id(node)] = 1 + sum(_expanded_size(child, memo) for child in children)
+    return memo[id(node)]
+
+
 def _walk(node):
+    """Every distinct node once (aliases point at nodes already seen)."""
     if node is None:
         return
-    stack = [node]
+    stack, seen = [node], set()
     while stack:
         current = stack.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
         yield current
         if isinstance(current, yaml.MappingNode):
             for key, value in current.value:
@@ -120,7 +151,7 @@ def target_rejection(dotted: str):
         return f"'{dotted}' is outside the allowlist"
     if any(not part or part.startswith("_") for part in parts):
         return f"'{dotted}' names a private attribute"
-    if _denied(dotted):
+    if _denied(dotted) or parts[-1].lower().startswith(DENIED_NAME_PREFIXES):
         return f"'{dotted}' can load code or write files"
     obj = _resolve(parts)
     if obj is None:

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from speechkit.data.encoders import CTCLabelEncoder
-from speechkit.errors import CheckpointError
+from speechkit.errors import CheckpointError, UnsafeSourceError
 from speechkit.models.encoders import CTCHead, TransformerEncoder
 from speechkit.pretrained import EncoderASR
 from speechkit.pretrained.loading import save_weights
@@ -119,3 +119,18 @@ def test_remote_class_loadable_outside_speechkit_is_refused(hub_server, tmp_path
     hub_server.repos["org/m"] = {"main": {p.name: p.read_bytes() for p in folder.iterdir()}}
     with pytest.raises(CheckpointError, match=r"tokenizer\.txt.*only speechkit classes"):
         EncoderASR.from_hparams("org/m", savedir=tmp_path / "s")
+
+
+def test_remote_yaml_may_not_name_files_of_this_machine(hub_server, tmp_path):
+    secret = tmp_path / "private" / "labels.txt"
+    secret.parent.mkdir()
+    CTCLabelEncoder(["a", "b", "c", "d", " "]).save(secret)
+    folder = tmp_path / "model"
+    _write_model(folder, "!new:speechkit.data.encoders.CTCLabelEncoder", str(secret))
+    hub_server.repos["org/m"] = {"main": {p.name: p.read_bytes() for p in folder.iterdir()}}
+    with pytest.raises(UnsafeSourceError, match=r"'tokenizer' names a file of this machine.*labels\.txt"):
+        EncoderASR.from_hparams("org/m", savedir=tmp_path / "s")
+    assert not (tmp_path / "s" / "labels.txt").exists()
+    # Trusting the source lifts the rule (the same YAML from a local folder is always trusted).
+    asr = EncoderASR.from_hparams("org/m", savedir=tmp_path / "t", trust_remote_code=True)
+    assert asr.hparams["tokenizer"].labels == CTCLabelEncoder(["a", "b", "c", "d", " "]).labels

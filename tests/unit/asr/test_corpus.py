@@ -157,8 +157,13 @@ def test_existing_corpus_is_reused_and_other_content_refused(tmp_path):
     stray = tmp_path / "stray"
     stray.mkdir()
     (stray / "notes.txt").write_text("mine")
-    with pytest.raises(DataError, match="not empty"):
+    with pytest.raises(DataError, match="not a corpus.*notes.txt"):
         build_corpus(CorpusConfig(str(stray), num_train=1, num_valid=0, num_test=1), log=messages.append)
+    # An interrupted build (files but no corpus.json) is simply built again.
+    (folder / "corpus.json").unlink()
+    (folder / "train.json").write_text("{trunc")
+    build_corpus(config, log=messages.append)
+    assert json.loads((folder / "train.json").read_text()) and (folder / "corpus.json").exists()
 
 
 @needs_engines
@@ -172,3 +177,14 @@ def test_command_line_builds_a_corpus(tmp_path, capsys):
     assert len(json.loads((tmp_path / "cli" / "train.json").read_text())) == 2
     code = main(["corpus", str(tmp_path / "bad"), "--test-voices", "nobody"])
     assert code == 1 and "unknown corpus voice 'nobody'" in capsys.readouterr().err
+
+
+def test_tools_wrapper_reports_errors_without_a_traceback(tmp_path, capsys):
+    import importlib.util
+
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "..", "tools", "make_corpus.py")
+    spec = importlib.util.spec_from_file_location("make_corpus", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.main([str(tmp_path / "x"), "--voices", "rms,nobody"]) == 1
+    assert "unknown corpus voice 'nobody'" in capsys.readouterr().err

@@ -17,6 +17,7 @@ from speechkit.nn import (
     TransformerDecoderLayer,
     TransformerEncoderLayer,
     ctc_loss,
+    scaled_dot_product_attention_aligned,
     label_smoothed_nll_loss,
     length_mask,
     masked_mean_var,
@@ -209,3 +210,12 @@ def test_helper_catches_padding_leaks():
         assert_batch_invariant(lambda x, n: [n.max().item()] * len(n), features(4, 9))
     with pytest.raises(ValueError, match="different lengths"):
         assert_batch_invariant(lambda x, n: x, features(4, 4))
+
+
+def test_head_padding_for_aligned_attention_kernels_changes_nothing():
+    q, k, v = torch.randn(2, 4, 5, 36), torch.randn(2, 4, 7, 36), torch.randn(2, 4, 7, 36)
+    mask = length_mask(torch.tensor([7, 3]), 7)[:, None, None, :]
+    expected = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    aligned = scaled_dot_product_attention_aligned(q, k, v, mask)
+    assert aligned.shape == expected.shape
+    torch.testing.assert_close(aligned, expected, atol=1e-5, rtol=1e-5)

@@ -38,6 +38,9 @@ def test_allowlisted_yaml_passes():
     ("x: !!python/object/apply:os.system [ls]\n", "python/object/apply:os.system"),
     ("x: !include:other.yaml\n", "!include:other.yaml"),
     ("b: !weird thing\n", "!weird"),
+    ("x: !apply:torch.from_file [/home/me/.bashrc, true, 10]\n", "torch.from_file"),
+    ("x: !name:speechkit.data.manifest.write_json_manifest\n", "write_json_manifest"),
+    ("x: !apply:speechkit.data.encoders.LabelEncoder.load [/etc/hosts]\n", "LabelEncoder.load"),
 ])
 def test_refused_tags_are_named_with_file_and_line(line, rejected):
     text = "sample_rate: 16000\n" + line
@@ -63,3 +66,11 @@ def test_target_rejection_reasons():
     assert target_rejection("speechkit.pretrained.fetching.FetchSource") is None
     assert "outside the allowlist" in target_rejection("torchvision.models.resnet18")
     assert "cannot be found" in target_rejection("torch.nn.NoSuchLayer")
+
+
+def test_alias_bombs_are_refused_before_expansion():
+    lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]" for i in range(1, 8)]
+    with pytest.raises(UnsafeSourceError, match="expands to .* nodes"):
+        check_yaml_is_safe("\n".join(lines) + "\n", "bomb.yaml")
+    check_yaml_is_safe("base: &b {lr: 1}\nother: *b\n", "ok.yaml")  # ordinary anchors are fine
