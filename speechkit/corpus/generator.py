@@ -248,8 +248,9 @@ def _write_json(path: str, obj) -> None:
 def build_corpus(config: CorpusConfig, overwrite: bool = False, log=print) -> dict:
     """Synthesize the corpus described by ``config`` into ``config.output_dir``; returns its summary.
 
-    An existing complete corpus with the same settings is kept as it is (summary returned); a folder holding
-    anything else is refused unless ``overwrite``.
+    An existing complete corpus with the same settings is kept as it is (summary returned); one with other
+    settings is replaced only with ``overwrite``; the remains of an interrupted build are replaced; a folder
+    holding anything else is refused.
     """
     out = config.output_dir
     summary_path = os.path.join(out, "corpus.json")
@@ -260,17 +261,17 @@ def build_corpus(config: CorpusConfig, overwrite: bool = False, log=print) -> di
             log(f"corpus already built in {out}")
             return summary
         raise DataError(f"{out} holds a corpus built with other settings; use another folder or --overwrite")
-    if os.path.isdir(out) and not overwrite:
-        foreign = [name for name in os.listdir(out) if name not in _CORPUS_NAMES]
-        if foreign:
-            raise DataError(f"{out} holds files that are not a corpus ({', '.join(sorted(foreign)[:3])}); "
-                            "use an empty folder or --overwrite")
-    # What is left is ours: an interrupted build (no corpus.json yet) or, with overwrite, an older corpus.
-    if os.path.isdir(out):
-        _remove_corpus_files(out)
+    foreign = [name for name in os.listdir(out) if name not in _CORPUS_NAMES] if os.path.isdir(out) else []
+    if foreign and not os.path.exists(summary_path):
+        # Never delete a folder of someone else's data, even with overwrite.
+        raise DataError(f"{out} holds files that are not a corpus ({', '.join(sorted(foreign)[:3])}); "
+                        "use an empty folder")
     plan = make_plan(config)
     voices = split_voices(config)
     check_engines([voice_by_name(v) for v in sorted({p.voice for p in plan})])
+    # What is left is ours: an interrupted build (no corpus.json yet) or, with overwrite, an older corpus.
+    if os.path.isdir(out):
+        _remove_corpus_files(out)
     os.makedirs(out, exist_ok=True)
     start = time.perf_counter()
     tasks = [(out, chunk) for chunk in _chunks(plan, config.chunk_size)]

@@ -82,12 +82,14 @@ def fbank(x: torch.Tensor, lengths: torch.Tensor, sample_rate: int = 16000, n_ff
     Returns:
         ``(feats, frame_lengths)``: feats (batch, frames, n_mels) float32, zero past each item's frames.
     """
-    spec, frame_lengths = stft(x, lengths, n_fft, hop_length, win_length, window, True, window_tensor)
-    if filters is None:
-        filters = mel_filterbank(n_fft // 2 + 1, n_mels, sample_rate, f_min, f_max)
-    energies = power_spectrum(spec, power) @ filters.to(spec.device)
-    if log:
-        energies = torch.log(torch.clamp(energies, min=floor))
+    # Always float32, even under autocast: log energies of tiny values lose everything in bf16.
+    with torch.autocast(device_type=x.device.type, enabled=False):
+        spec, frame_lengths = stft(x, lengths, n_fft, hop_length, win_length, window, True, window_tensor)
+        if filters is None:
+            filters = mel_filterbank(n_fft // 2 + 1, n_mels, sample_rate, f_min, f_max)
+        energies = power_spectrum(spec, power) @ filters.to(device=spec.device, dtype=torch.float32)
+        if log:
+            energies = torch.log(torch.clamp(energies, min=floor))
     mask = length_mask(frame_lengths, energies.shape[1]).unsqueeze(-1)
     return energies * mask, frame_lengths
 
@@ -100,7 +102,8 @@ def mfcc(x: torch.Tensor, lengths: torch.Tensor, n_mfcc: int = 13, n_mels: int =
     """
     log_mel, frame_lengths = fbank(x, lengths, n_mels=n_mels, log=True, **fbank_options)
     dct = dct_matrix(n_mels, n_mfcc) if dct is None else dct
-    coeffs = log_mel @ dct.to(log_mel.device)
+    with torch.autocast(device_type=x.device.type, enabled=False):
+        coeffs = log_mel @ dct.to(device=log_mel.device, dtype=torch.float32)
     return coeffs * length_mask(frame_lengths, coeffs.shape[1]).unsqueeze(-1), frame_lengths
 
 

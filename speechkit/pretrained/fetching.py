@@ -31,6 +31,7 @@ import tempfile
 import urllib.error
 import urllib.parse
 import urllib.request
+import uuid
 from dataclasses import dataclass
 from typing import Optional, Union
 
@@ -331,8 +332,8 @@ def _download(url: str, destination: pathlib.Path, sha256: Optional[str], where:
             except urllib.error.HTTPError as error:
                 raise FetchError(f"cannot fetch {where}: HTTP {error.code} {error.reason}") from None
             except (urllib.error.URLError, http.client.HTTPException, OSError) as error:
-                raise FetchError(f"cannot fetch {where}: download interrupted after {received} bytes "
-                                 f"({type(error).__name__}: {error})") from None
+                what = f"download interrupted after {received} bytes" if received else "no answer"
+                raise FetchError(f"cannot fetch {where}: {what} ({type(error).__name__}: {error})") from None
             if expected is not None and received != int(expected):
                 raise FetchError(f"cannot fetch {where}: got {received} of {expected} bytes")
             out.flush()
@@ -374,18 +375,21 @@ def place(stored: pathlib.Path, destination: pathlib.Path, strategy: FetchStrate
             return  # already the file itself, or already a link to it
     if strategy is FetchStrategy.COPY and _same_copy(target, destination):
         return
-    tmp = destination.with_name(f".{destination.name}.{os.getpid()}.tmp")
-    if os.path.lexists(tmp):
-        os.unlink(tmp)
+    # Unique per process and call: ranks of several machines may place into one shared folder at once.
+    tmp = destination.with_name(f".{destination.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
     if strategy is FetchStrategy.SYMLINK:
         try:
             os.symlink(target, tmp)
         except OSError as error:
             logger.warning("cannot link %s -> %s (%s); copying instead", destination, target, error)
             strategy = FetchStrategy.COPY
-    if strategy is FetchStrategy.COPY:
-        shutil.copy2(target, tmp)
-    os.replace(tmp, destination)
+    try:
+        if strategy is FetchStrategy.COPY:
+            shutil.copy2(target, tmp)
+        os.replace(tmp, destination)
+    finally:
+        if os.path.lexists(tmp):
+            os.unlink(tmp)
 
 
 def _same_copy(target: pathlib.Path, destination: pathlib.Path) -> bool:

@@ -227,15 +227,26 @@ class EncoderASR(Pretrained):
 
 
 class EncoderDecoderASR(EncoderASR):
-    """An attention encoder-decoder model: the encoder pipeline, then ``decoder`` (a search object called as
-    ``decoder(encoder_out, encoder_lengths)`` returning token-id hypotheses, optionally with scores)."""
+    """An attention encoder-decoder model: the encoder pipeline, then ``decoder``, a search object called as
+    ``decoder(encoded, encoded_lengths)`` returning token-id hypotheses (optionally with scores), e.g.
+    :class:`speechkit.decoding.AttentionBeamSearch`. With ``decoding: {ctc_module: NAME}`` the module NAME
+    (a CTC head) scores the encoder output too, and the search is called
+    ``decoder(encoded, encoded_lengths, ctc_log_probs)`` (joint CTC/attention decoding).
+    """
 
     REQUIRED_KEYS = ("modules", "sample_rate", "encoder_pipeline", "tokenizer", "decoder")
 
     @torch.no_grad()
     def transcribe_batch(self, wavs: torch.Tensor, lengths: Optional[torch.Tensor] = None) -> tuple:
         encoded, out_lengths = self.encode_batch(wavs, lengths)
-        hyps = self.hparams["decoder"](encoded, out_lengths)
+        ctc_module = self.hparams.get("decoding", {}).get("ctc_module")
+        if ctc_module is not None:
+            if ctc_module not in self.mods:
+                raise HparamsError(f"decoding.ctc_module names '{ctc_module}', which is not in modules "
+                                   f"({', '.join(self.mods)})")
+            hyps = self.hparams["decoder"](encoded, out_lengths, self.mods[ctc_module](encoded))
+        else:
+            hyps = self.hparams["decoder"](encoded, out_lengths)
         hyps = hyps[0] if isinstance(hyps, tuple) else hyps
         tokens = [[int(t) for t in seq] for seq in hyps]
         return [_decode(self.hparams["tokenizer"], seq) for seq in tokens], tokens

@@ -136,6 +136,7 @@ class Pretrainer:
         very same files (even if a Hub branch moves meanwhile). The outcome is agreed across ranks: a failure
         on one process raises on all of them instead of leaving the others waiting. The wait is a collective,
         bounded by the process group's timeout: pre-fetch models too large for it (``speechkit fetch``).
+        Every rank must call it (it holds collectives).
         """
         dist = _distributed()
         ctx = dist.context() if dist is not None else None

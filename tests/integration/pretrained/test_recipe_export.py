@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pathlib
 
+import pytest
 import torch
 
 import speechkit
@@ -89,3 +90,92 @@ def test_recipe_checkpoint_exported_and_fetched_from_every_source(tmp_path, hub_
         asr = EncoderASR.from_hparams(source, savedir=tmp_path / f"s-{name}")  # no trust_remote_code needed
         texts, _ = asr.transcribe_batch(batch, lengths)
         assert texts == expected, name
+
+
+# The attention branch: the search object (speechkit.decoding) scores with the decoder, the CTC head and the
+# encoder output (joint CTC/attention decoding).
+SEQ2SEQ = """\
+sample_rate: 16000
+interface: EncoderDecoderASR
+compute_features: !new:speechkit.features.Fbank {{sample_rate: 16000, n_mels: {n_mels}}}
+normalize: !new:speechkit.features.UtteranceNormalization
+encoder: !new:speechkit.models.ConformerEncoder
+  input_size: {n_mels}
+  d_model: {d_model}
+  num_heads: {num_heads}
+  num_layers: {num_layers}
+  ffn_dim: {ffn_dim}
+  kernel_size: {kernel_size}
+  subsampling_channels: {subsampling_channels}
+ctc_head: !new:speechkit.models.CTCHead {{d_model: {d_model}, vocab_size: {vocab_size}}}
+transformer_decoder: !new:speechkit.models.TransformerDecoder
+  vocab_size: {vocab_size}
+  d_model: {d_model}
+  num_heads: {num_heads}
+  num_layers: 1
+  ffn_dim: {ffn_dim}
+decoder: !new:speechkit.decoding.AttentionBeamSearch
+  decoder: !ref <transformer_decoder>
+  bos_index: 1
+  eos_index: 1
+  beam_size: 3
+  ctc_weight: 0.4
+tokenizer: !name:speechkit.tokenizers.SentencePieceTokenizer
+modules:
+  compute_features: !ref <compute_features>
+  normalize: !ref <normalize>
+  encoder: !ref <encoder>
+  ctc_head: !ref <ctc_head>
+  transformer_decoder: !ref <transformer_decoder>
+encoder_pipeline: [compute_features, normalize, encoder]
+decoding: {{blank_index: 0, ctc_module: ctc_head}}
+pretrainer: !new:speechkit.pretrained.Pretrainer
+  loadables:
+    encoder: !ref <encoder>
+    ctc_head: !ref <ctc_head>
+    transformer_decoder: !ref <transformer_decoder>
+    tokenizer: !ref <tokenizer>
+  paths:
+    encoder: encoder.safetensors
+    ctc_head: ctc_head.safetensors
+    transformer_decoder: decoder.safetensors
+    tokenizer: tokenizer.model
+"""
+
+
+@pytest.mark.slow
+def test_attention_model_from_the_hub_decodes_as_the_recipe_search(tmp_path, hub_server):
+    from speechkit.decoding import AttentionBeamSearch
+    from speechkit.models import TransformerDecoder
+    from speechkit.pretrained import Pretrained
+    from speechkit.pretrained.loading import save_weights
+    from tests.helpers.batch_invariance import assert_batch_invariant
+
+    tokenizer = SentencePieceTokenizer.train(["a bad cab", "dead beef", "a fed bee"] * 10, tmp_path / "tok",
+                                             vocab_size=30, model_type="char", hard_vocab_limit=False)
+    sizes = dict(SMALL, vocab_size=tokenizer.vocab_size)
+    model = speechkit.load_hparams(TEMPLATE, sizes)
+    decoder = TransformerDecoder(sizes["vocab_size"], sizes["d_model"], sizes["num_heads"], 1,
+                                 sizes["ffn_dim"])
+    folder = tmp_path / "exported"
+    folder.mkdir()
+    weights = {"encoder": model["encoder"], "ctc_head": model["ctc_head"], "decoder": decoder}
+    for name, module in weights.items():
+        save_weights(module.state_dict(), folder / f"{name}.safetensors")
+    tokenizer.save(folder / "tokenizer.model")
+    (folder / "hyperparams.yaml").write_text(SEQ2SEQ.format(**sizes))
+    hub_server.repos["org/att"] = {"main": {p.name: p.read_bytes() for p in folder.iterdir()}}
+
+    asr = Pretrained.from_hparams("org/att", savedir=tmp_path / "s")  # picks EncoderDecoderASR, no trust
+    wavs = [torch.randn(n) * 0.1 for n in (9000, 6000)]
+    lengths = torch.tensor([len(w) for w in wavs])
+    batch = torch.nn.utils.rnn.pad_sequence(wavs, batch_first=True)
+    search = AttentionBeamSearch(decoder.eval(), bos_index=1, eos_index=1, beam_size=3, ctc_weight=0.4)
+    with torch.no_grad():
+        model["encoder"].eval()
+        feats, n = model["normalize"](*model["compute_features"](batch, lengths))
+        encoded, n = model["encoder"](feats, n)
+        expected = search(encoded, n, model["ctc_head"].eval()(encoded))
+    texts, tokens = asr.transcribe_batch(batch, lengths)
+    assert tokens == expected and texts == [tokenizer.decode(t) for t in expected]
+    assert_batch_invariant(lambda x, n: asr.transcribe_batch(x, n)[1], wavs)

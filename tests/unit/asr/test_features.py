@@ -44,6 +44,17 @@ def test_feature_modules_are_batch_invariant(module):
     assert [o.shape[0] for o in outputs] == [1 + n // hop for n in (4000, 1234, 2561, 100)]
 
 
+def test_feature_modules_keep_nothing_in_checkpoints_and_match_the_functions():
+    x, lengths = torch.randn(2, 3000), torch.tensor([3000, 2100])
+    for module in (STFT(), Fbank(), MFCC()):
+        assert module.state_dict() == {}  # cached windows and filters are rebuilt, never saved
+    torch.testing.assert_close(Fbank(n_mels=40)(x, lengths)[0], fbank(x, lengths, n_mels=40)[0])
+    with torch.autocast("cpu", dtype=torch.bfloat16):  # features stay float32 under mixed precision
+        mixed, _ = Fbank(n_mels=40)(x, lengths)
+    assert mixed.dtype == torch.float32
+    torch.testing.assert_close(mixed, fbank(x, lengths, n_mels=40)[0])
+
+
 def test_stft_matches_torch_stft_on_an_unpadded_item():
     x = torch.randn(1, 3000)
     spec, frames = stft(x, torch.tensor([3000]), n_fft=512, hop_length=160, win_length=400, window="hann")

@@ -17,10 +17,10 @@ from speechkit.nn import (
     TransformerDecoderLayer,
     TransformerEncoderLayer,
     ctc_loss,
-    scaled_dot_product_attention_aligned,
     label_smoothed_nll_loss,
     length_mask,
     masked_mean_var,
+    scaled_dot_product_attention_aligned,
     subsampled_lengths,
     zero_padding,
 )

@@ -100,3 +100,24 @@ def test_fetch_source_paths_and_kind_parsing(tmp_path):
     assert pretrainer.locate("a") == (str(local), "w.ckpt")
     with pytest.raises(FetchError, match="unknown kind 'ftp'"):
         FetchSource("ftp", "x")
+
+
+def test_declared_files_reads_the_pretrainer_without_building(tmp_path):
+    from speechkit.pretrained.pretrainer import declared_files
+
+    text = """\
+enc: !new:does.not.Exist
+pretrainer: !new:speechkit.pretrained.Pretrainer
+  loadables: {enc: !ref <enc>, lm: !ref <enc>, tok: !ref <enc>, dec: !ref <enc>}
+  paths:
+    enc: enc.safetensors
+    lm: !new:speechkit.pretrained.FetchSource [huggingface, org/lm/lm.ckpt]
+    tok: !new:speechkit.pretrained.FetchSource {kind: url, path: "https://h/t/tok.model"}
+"""
+    assert declared_files(text) == {"enc": "enc.safetensors",
+                                    "lm": FetchSource("huggingface", "org/lm/lm.ckpt"),
+                                    "tok": FetchSource("url", "https://h/t/tok.model"), "dec": "dec.ckpt"}
+    assert declared_files("a: 1\n") == {}
+    with pytest.raises(FetchError, match=r"m\.yaml, line 4.*'enc' must be a plain string"):
+        declared_files("x: 1\npretrainer: !new:speechkit.pretrained.Pretrainer\n  paths:\n"
+                       "    enc: !ref <x>/enc.ckpt\n", "m.yaml")
