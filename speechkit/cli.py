@@ -24,6 +24,8 @@ COMMANDS = {
     "fetch": ("speechkit.pretrained.cli_fetch", "Fetch pretrained files from a local path, the Hub or a URL."),
     "export": ("speechkit.pretrained.export", "Turn a trained recipe's best checkpoint into a model folder."),
     "transcribe": ("speechkit.pretrained.cli_transcribe", "Transcribe audio files with a pretrained model."),
+    "evaluate": ("speechkit.pretrained.evaluate", "Score a pretrained model on a test manifest (WER), sharded "
+                 "over torchrun/srun workers."),
 }
 
 
