@@ -89,7 +89,7 @@ def spawn_local_workers(run_opts, command: Optional[list] = None, environ: Optio
     for worker_id in range(count):
         device_id = worker_id if use_gpus else None
         launcher.start(worker_id, worker_command(command, worker_id, device_id), environ)
-    with _forwarding_signals(launcher):
+    with _ForwardingSignals(launcher):
         return launcher.wait(grace_s)
 
 
@@ -190,7 +190,7 @@ def describe_exit(code: int) -> str:
     return f"exited with code {code}"
 
 
-class _forwarding_signals:
+class _ForwardingSignals:
     """Forward preemption/termination signals to the workers while they run (the engine saves on them)."""
 
     def __init__(self, launcher: _Launcher):
