@@ -118,25 +118,28 @@ def run_config(args, d_model: int, dtype_name: str, batches: list[Batch]) -> dic
     use_bf16 = dtype_name == "bf16"
     device_type = "cuda" if device.startswith("cuda") else "cpu"
 
-    def forward_loss(features, lengths, targets, target_lengths):
-        with torch.autocast(device_type, dtype=torch.bfloat16, enabled=use_bf16):
-            encoded, encoded_lengths = encoder(features, lengths)
-            log_probs = head(encoded)
-        return ctc_loss(log_probs, targets, encoded_lengths, target_lengths)
-
-    def forward_decode(features, lengths):
+    def forward(features, lengths):
         with torch.autocast(device_type, dtype=torch.bfloat16, enabled=use_bf16):
             encoded, encoded_lengths = encoder(features, lengths)
             return head(encoded), encoded_lengths
 
     if args.compile:
+        # One graph per (bucket shape, train/inference); forget the previous configuration's graphs.
+        torch._dynamo.reset()
+        torch._dynamo.config.cache_size_limit = max(
+            torch._dynamo.config.cache_size_limit, 4 * len(args.bounds)
+        )
+        # Encoder + head trace as one graph per bucket shape. The CTC loss stays eager: its internal
+        # buffers depend on the target lengths, which a static graph cannot hold.
         mode = "reduce-overhead" if args.cuda_graphs else None
-        forward_loss = torch.compile(forward_loss, dynamic=False, mode=mode)
-        forward_decode = torch.compile(forward_decode, dynamic=False, mode=mode)
+        forward = torch.compile(
+            forward, backend=args.compile_backend, dynamic=False, fullgraph=True, mode=mode
+        )
 
     def train_step(batch: Batch) -> None:
         batch = batch.to(device)
-        loss = forward_loss(batch.features, batch.lengths, batch.targets, batch.target_lengths)
+        log_probs, encoded_lengths = forward(batch.features, batch.lengths)
+        loss = ctc_loss(log_probs, batch.targets, encoded_lengths, batch.target_lengths)
         loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
@@ -162,12 +165,12 @@ def run_config(args, d_model: int, dtype_name: str, batches: list[Batch]) -> dic
     with torch.inference_mode():
         for batch in one_batch_per_shape(batches):
             gpu = batch.to(device)
-            forward_decode(gpu.features, gpu.lengths)
+            forward(gpu.features, gpu.lengths)
         synchronize(device)
         start = time.perf_counter()
         for batch in timed:
             gpu = batch.to(device)
-            log_probs, encoded_lengths = forward_decode(gpu.features, gpu.lengths)
+            log_probs, encoded_lengths = forward(gpu.features, gpu.lengths)
             ctc_greedy_decode(log_probs, encoded_lengths)
         synchronize(device)
         decode_seconds = time.perf_counter() - start
@@ -230,12 +233,13 @@ def parse_args(argv=None) -> argparse.Namespace:
         "--bounds",
         type=float,
         nargs="+",
-        default=[8.0, 12.0, 16.0, 20.0],
+        default=None,
         help="bucket bounds in seconds (each batch is padded to its bucket's bound)",
     )
     parser.add_argument("--steps", type=int, default=None, help="timed training steps")
     parser.add_argument("--warmup", type=int, default=None, help="untimed steps per batch shape")
     parser.add_argument("--compile", action="store_true", help="torch.compile the step (fixed shapes)")
+    parser.add_argument("--compile-backend", default="inductor", help="torch.compile backend")
     parser.add_argument("--cuda-graphs", action="store_true", help="with --compile: capture CUDA graphs")
     parser.add_argument("--tf32", action="store_true", help="allow TF32 matmuls in fp32 runs on CUDA")
     parser.add_argument(

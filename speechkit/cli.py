@@ -21,11 +21,11 @@ COMMANDS = {
     "corpus": ("speechkit.corpus.cli", "Generate the built-in synthetic speech corpus (FLAC + manifests)."),
     "manifest": ("speechkit.data.manifest_cli", "Walk an audio tree and write train/valid manifests."),
     "prepare-librispeech": ("speechkit.data.librispeech", "Write manifests for a LibriSpeech-layout tree."),
-    "fetch": ("speechkit.pretrained.cli_fetch", "Fetch pretrained files from a local path, the Hub or a URL."),
-    "export": ("speechkit.pretrained.export", "Turn a trained recipe's best checkpoint into a model folder."),
+    "fetch": ("speechkit.pretrained.cli_fetch", "Fetch pretrained files (local path, Hub or URL)."),
+    "export": ("speechkit.pretrained.export", "Turn a recipe's best checkpoint into a model folder."),
     "transcribe": ("speechkit.pretrained.cli_transcribe", "Transcribe audio files with a pretrained model."),
-    "evaluate": ("speechkit.pretrained.evaluate", "Score a pretrained model on a test manifest (WER), sharded "
-                 "over torchrun/srun workers."),
+    "evaluate": ("speechkit.pretrained.evaluate", "Score a pretrained model on a test manifest (WER), "
+                 "sharded over torchrun/srun workers."),
 }
 
 

@@ -21,15 +21,16 @@ from speechkit.checkpoints import Checkpointer
 from speechkit.errors import CheckpointError
 from speechkit.stage import Stage
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from prepare import prepare_data  # noqa: E402
+sys.path.insert(0, str(Path(__file__).absolute().parent))  # not resolved: a recipe may link to this file
+from prepare import prepare_manifests  # noqa: E402
 from train import build_brain, dataio_prepare, load_tokenizer, make_scheduler  # noqa: E402
 
 
-def load_pretrained(modules: dict, checkpoints_dir: str, min_key: str, lm_file=None) -> list:
+def load_pretrained(modules: dict, checkpoints_dir: str, min_key: str) -> list:
     """Load every module found in the best checkpoint of ``checkpoints_dir``; returns the loaded names.
 
-    The LM falls back to ``lm_file`` when the checkpoint holds none. Weights load with weights_only=True.
+    (train.py checkpoints every module of ASR.yaml, the LM included: the one of ../LM when it had run.)
+    Weights load with ``weights_only=True``.
     """
     best = Checkpointer(checkpoints_dir).find_checkpoint(min_key=min_key)
     if best is None:
@@ -38,8 +39,6 @@ def load_pretrained(modules: dict, checkpoints_dir: str, min_key: str, lm_file=N
     loaded = []
     for name, module in modules.items():
         path = best.path / f"{name}.ckpt"
-        if not path.is_file() and name == "lm" and lm_file and Path(lm_file).is_file():
-            path = Path(lm_file)
         if path.is_file():
             module.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
             loaded.append(name)
@@ -52,15 +51,14 @@ def main(argv):
     dist.init(run_opts)
     speechkit.create_experiment_directory(hparams["output_folder"], hparams_file, overrides,
                                           run_opts=run_opts)
-    if not hparams["skip_prep"]:
-        dist.run_on_main(prepare_data, args=(hparams["data_folder"], hparams["corpus_size"]))
-    manifests = prepare_data(hparams["data_folder"], corpus_size=None)
+    dist.run_on_main(prepare_manifests, args=(hparams,))  # builds the corpus once; the others wait
+    manifests = prepare_manifests(hparams, build=False)
     tokenizer = load_tokenizer(hparams, manifests["train"])
     datasets = dataio_prepare(hparams, manifests, tokenizer)
     modules = hparams["model"]["modules"]
-    loaded = load_pretrained(modules, hparams["pretrained_checkpoints"], hparams["pretrained_min_key"],
-                             hparams.get("lm_checkpoint"))
-    print(f"Pretrained modules loaded: {', '.join(loaded)}; training: {', '.join(hparams['trainable_modules'])}")
+    loaded = load_pretrained(modules, hparams["pretrained_checkpoints"], hparams["pretrained_min_key"])
+    trainable = ", ".join(hparams["trainable_modules"])
+    print(f"Pretrained modules loaded: {', '.join(loaded)}; fine-tuning: {trainable}")
     brain = build_brain(hparams, run_opts)
     brain.tokenizer = tokenizer
     train_loader = brain.make_dataloader(datasets["train"], Stage.TRAIN, hparams["train_loader_kwargs"])

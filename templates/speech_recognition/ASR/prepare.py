@@ -6,6 +6,9 @@ look the same works too: ``{split}.json`` files of ``{id: {"wav", "duration", "t
 written as ``$data_root/...``. To use your own data, write such manifests (``speechkit manifest`` helps) and
 point ``data_folder`` at them.
 
+Every step calls :func:`prepare_manifests` with its hparams (``data_folder``, ``corpus_size``); a recipe for
+another corpus replaces this file with one that defines the same function.
+
 Example:
     >>> manifests = prepare_data("data/SynthSpeech", corpus_size="demo")  # doctest: +SKIP
     >>> sorted(manifests)  # doctest: +SKIP
@@ -52,3 +55,11 @@ def prepare_data(data_folder: str, corpus_size: Optional[str] = "small", seed: i
                           num_workers=num_workers)
     build_corpus(config)
     return manifests
+
+
+def prepare_manifests(hparams: dict, build: bool = True) -> dict:
+    """``{split: manifest path}`` for a recipe's hparams; builds the corpus when ``build`` (main process only)
+    and ``skip_prep`` is not set. Audio paths in the manifests are relative to ``$data_root``, which the
+    recipes replace with ``data_folder``."""
+    size = hparams.get("corpus_size") if build and not hparams.get("skip_prep", False) else None
+    return prepare_data(hparams["data_folder"], corpus_size=size)

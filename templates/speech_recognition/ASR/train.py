@@ -26,8 +26,8 @@ from speechkit.nn.losses import ctc_loss, label_smoothed_nll_loss
 from speechkit.stage import Stage
 from speechkit.tokenizers import SentencePieceTokenizer
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from prepare import prepare_data  # noqa: E402  (the recipe's own helper, next to this file)
+sys.path.insert(0, str(Path(__file__).absolute().parent))  # not resolved: a recipe may link to this file
+from prepare import prepare_manifests  # noqa: E402  (the recipe's own helper, next to this file)
 
 #: Modules trained by the speech losses (CTC, attention); the LM learns from the transcripts alone.
 ACOUSTIC_MODULES = frozenset({"encoder", "ctc_head", "decoder"})
@@ -71,7 +71,10 @@ class ASR(speechkit.Brain):
             loss = loss + label_smoothed_nll_loss(out["lm_log_probs"], tokens_eos, eos_lengths)
         if stage != Stage.TRAIN and self.decode_now:
             hyps = self.decode(out)
-            texts = [" ".join(self.tokenizer.decode(h).split()) for h in hyps]
+            # The output layer may be larger than the tokenizer (hard_vocab_limit=False can give fewer
+            # pieces than vocab_size): ids past its end are never targets, and are dropped if ever emitted.
+            size = self.tokenizer.vocab_size
+            texts = [" ".join(self.tokenizer.decode([t for t in h if t < size]).split()) for h in hyps]
             self.hypotheses.update(zip(batch.id, texts))
             self.wer_stats.append(batch.id, texts, batch.text)
             self.cer_stats.append(batch.id, texts, batch.text)
@@ -185,7 +188,10 @@ def dataio_prepare(hparams: dict, manifests: dict, tokenizer) -> dict:
 def build_brain(hparams: dict, run_opts) -> ASR:
     """The Brain with its checkpointer; frozen modules set from ``trainable_modules``."""
     modules = hparams["model"]["modules"]
-    trainable = freeze_all_but(modules, hparams["trainable_modules"])
+    trainable = set(hparams["trainable_modules"])
+    if hparams["ctc_weight"] >= 1.0:
+        trainable.discard("decoder")  # no attention loss: the decoder would get no gradient (and stall DDP)
+    trainable = freeze_all_but(modules, trainable)
     counter = hparams["epoch_counter"]
     checkpointer = speechkit.Checkpointer(hparams["save_folder"], {**modules, "counter": counter})
     brain = ASR(modules, hparams["opt_class"], hparams, run_opts, checkpointer)
@@ -210,9 +216,8 @@ def main(argv):
     dist.init(run_opts)
     speechkit.create_experiment_directory(hparams["output_folder"], hparams_file, overrides,
                                           run_opts=run_opts)
-    if not hparams["skip_prep"]:  # build the corpus once (main process); the others wait
-        dist.run_on_main(prepare_data, args=(hparams["data_folder"], hparams["corpus_size"]))
-    manifests = prepare_data(hparams["data_folder"], corpus_size=None)
+    dist.run_on_main(prepare_manifests, args=(hparams,))  # builds the corpus once; the others wait
+    manifests = prepare_manifests(hparams, build=False)
     tokenizer = load_tokenizer(hparams, manifests["train"])
     datasets = dataio_prepare(hparams, manifests, tokenizer)
     lm_file = hparams.get("lm_checkpoint")

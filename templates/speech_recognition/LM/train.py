@@ -21,8 +21,8 @@ from speechkit.data import DynamicItemDataset, provides, takes
 from speechkit.nn.losses import label_smoothed_nll_loss
 from speechkit.tokenizers import SentencePieceTokenizer
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from prepare import prepare_data  # noqa: E402  (the recipe's own helper, next to this file)
+sys.path.insert(0, str(Path(__file__).absolute().parent))  # not resolved: a recipe may link to this file
+from prepare import prepare_manifests  # noqa: E402  (the recipe's own helper, next to this file)
 
 
 class LanguageModelBrain(speechkit.Brain):
@@ -65,8 +65,8 @@ def main(argv):
     dist.init(run_opts)
     speechkit.create_experiment_directory(hparams["output_folder"], hparams_file, overrides,
                                           run_opts=run_opts)
-    dist.run_on_main(prepare_data, args=(hparams["data_folder"], hparams["corpus_size"]))
-    manifests = prepare_data(hparams["data_folder"], corpus_size=None)
+    dist.run_on_main(prepare_manifests, args=(hparams,))  # builds the corpus once; the others wait
+    manifests = prepare_manifests(hparams, build=False)
     tokenizer = SentencePieceTokenizer.load(hparams["asr_model"]["tokenizer_file"])
     datasets = text_datasets(hparams, manifests, tokenizer)
     lm = hparams["asr_model"]["lm"]

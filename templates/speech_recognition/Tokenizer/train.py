@@ -12,14 +12,14 @@ from pathlib import Path
 import speechkit
 from speechkit.tokenizers import SentencePieceTokenizer
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from prepare import prepare_data  # noqa: E402  (the recipe's own helper, next to this file)
+sys.path.insert(0, str(Path(__file__).absolute().parent))  # not resolved: a recipe may link to this file
+from prepare import prepare_manifests  # noqa: E402  (the recipe's own helper, next to this file)
 
 
 def main(argv):
     hparams_file, run_opts, overrides = speechkit.parse_arguments(argv)
     hparams = speechkit.load_hparams(hparams_file, overrides, run_opts=run_opts)
-    manifests = prepare_data(hparams["data_folder"], corpus_size=hparams["corpus_size"])
+    manifests = prepare_manifests(hparams)
     target = Path(hparams["tokenizer_file"])
     tokenizer = SentencePieceTokenizer.train(
         manifests["train"], target.parent / "build", vocab_size=hparams["vocab_size"],
