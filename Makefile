@@ -4,7 +4,7 @@
 .PHONY: demo test lint
 
 demo:
-	py=$$(tools/setup_env.sh) && $$py -m speechkit.demo $(ARGS)
+	py=$$(tools/setup_env.sh) && PYTHON=$$py tools/demo.sh $(ARGS)
 
 test:
 	py=$$(tools/setup_env.sh) && $$py -m ruff check . && $$py -m pytest -q $(ARGS)

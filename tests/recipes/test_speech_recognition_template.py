@@ -49,6 +49,16 @@ def test_copied_template_trains_and_reports_wer(trained_copy):
     assert {"encoder.ckpt", "ctc_head.ckpt", "decoder.ckpt", "lm.ckpt"} <= names
 
 
+def test_copied_lm_step_writes_weights_the_asr_model_loads(trained_copy, tiny_corpus):
+    lm_args = [f"--asr_{flag[2:]}" if flag.startswith("--model.") else flag for flag in TINY_MODEL]
+    run_script(trained_copy / "LM" / "train.py",
+               ["hparams/lm.yaml", "--data_folder", str(tiny_corpus), *lm_args, "--debug", "--noprogressbar"])
+    weights = torch.load(trained_copy / "LM" / "results" / "lm" / "lm.ckpt", weights_only=True)
+    sizes = {flag[8:]: yaml.safe_load(value) for flag, value in zip(TINY_MODEL[::2], TINY_MODEL[1::2])}
+    model = speechkit.load_hparams(trained_copy / "ASR" / "hparams" / "ASR.yaml", sizes)
+    model["lm"].load_state_dict(weights)  # strict: the LM step and the ASR model agree on the architecture
+
+
 def test_lm_only_finetuning_keeps_every_other_weight(trained_copy, tiny_corpus):
     asr = trained_copy / "ASR"
     pretrained = _best_checkpoint(asr / "results" / "asr" / "1234" / "save")
