@@ -174,10 +174,20 @@ def _apply_overrides(tree: dict, overrides: dict, path: str, prefix: str) -> Non
             known = ", ".join(str(k) for k in list(tree)[:20])
             raise HparamsError(f"{path}: override '{dotted}' names no key of the file (keys here: {known})")
         current = tree[key]
-        if isinstance(value, dict) and not _tag(value) and isinstance(current, dict):
+        if isinstance(value, dict) and not _tag(value) and _tag(current).startswith("!include:"):
+            if not isinstance(current, dict):  # `x: !include:f.yaml` alone: give it an argument mapping
+                tree[key] = current = _tagged_mapping(_tag(current))
+            _apply_overrides(current, value, path, prefix=f"{dotted}.")
+        elif isinstance(value, dict) and not _tag(value) and isinstance(current, dict):
             _apply_overrides(current, value, path, prefix=f"{dotted}.")
         else:
             tree[key] = value
+
+
+def _tagged_mapping(tag: str) -> ruamel.yaml.comments.CommentedMap:
+    mapping = ruamel.yaml.comments.CommentedMap()
+    mapping.yaml_set_ctag(ruamel.yaml.comments.Tag(suffix=tag))
+    return mapping
 
 
 def _tag(node: Any) -> str:
@@ -233,6 +243,8 @@ def _check_reference(text: str, root: dict, where: str, key: str, tag: str) -> N
         branch: Any = root
         for part in name.split("["):
             part = part.strip("]").strip()
+            if _tag(branch).startswith("!include:") and not (isinstance(branch, dict) and part in branch):
+                branch = _read_tree(_tag(branch)[len("!include:") :])  # made absolute by _check_tree
             if not isinstance(branch, dict) or part not in branch:
                 raise HparamsError(f"{where}: key '{key}': {tag} <{reference}> names no key '{name}'")
             branch = branch[part]

@@ -105,3 +105,14 @@ def test_missing_file_and_missing_include(tmp_path):
     path = write(tmp_path / "hp.yaml", "a: 1\nsub: !include:nowhere.yaml\n")
     with pytest.raises(HparamsError, match=r"line 2: key 'sub': included file not found"):
         load_hparams(path)
+
+
+def test_reference_into_an_included_file_and_override_of_a_bare_include(tmp_path):
+    (tmp_path / "inner.yaml").write_text("dim: 4\nlayer: !new:torch.nn.Linear\n  in_features: !ref <dim>\n"
+                                         "  out_features: 2\n")
+    (tmp_path / "outer.yaml").write_text("model: !include:inner.yaml\nsize: !ref <model[dim]>\n")
+    assert load_hparams(tmp_path / "outer.yaml")["size"] == 4
+    hparams = load_hparams(tmp_path / "outer.yaml", {"model.dim": 8})
+    assert hparams["size"] == 8 and hparams["model"]["layer"].in_features == 8
+    with pytest.raises(HparamsError, match="model.nokey"):
+        load_hparams(tmp_path / "outer.yaml", {"model.nokey": 1})
