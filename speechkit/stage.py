@@ -12,7 +12,7 @@ class Stage(Enum):
     TEST = "test"
 
     @classmethod
-    def of(cls, stage: "Stage | str") -> "Stage":
+    def of(cls, stage: Stage | str) -> Stage:
         """Accept a Stage or its name ("train", "VALID", ...).
 
         Example:
