@@ -182,6 +182,9 @@ def test_heartbeats_keep_a_rank_alive(tmp_path):
 @pytest.mark.parametrize("env", [{"WORLD_SIZE": "2", "RANK": "1"}, {"SPEECHKIT_SPAWNED_WORKER": "1"},
                                  {"SLURM_STEP_ID": "0", "SLURM_STEP_NUM_TASKS": "4", "SLURM_PROCID": "2"}])
 def test_run_on_main_before_init_under_a_launcher_is_an_error(monkeypatch, env):
+    from speechkit.distributed import runtime
+
+    monkeypatch.setattr(runtime._Runtime, "context", None)  # other tests of this process may have run init
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     with pytest.raises(DistributedError, match=r"before speechkit.distributed.init\(run_opts\)"):
