@@ -26,16 +26,6 @@ from speechkit.nn import (
 )
 from tests.helpers.batch_invariance import assert_batch_invariant
 
-
-@pytest.fixture(autouse=True)
-def _single_thread():
-    # Tiny ops run far faster on one thread, and two threads spin badly on a shared, loaded machine.
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 D = 16
 
 
