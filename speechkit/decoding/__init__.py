@@ -15,12 +15,14 @@ from speechkit.decoding.ctc import (
     ctc_prefix_beam_search,
 )
 from speechkit.decoding.ctc_prefix_score import CTCPrefixScorer, CTCPrefixState
+from speechkit.decoding.lexicon import Lexicon
 
 __all__ = [
     "AttentionBeamSearch",
     "CTCPrefixBeamSearch",
     "CTCPrefixScorer",
     "CTCPrefixState",
+    "Lexicon",
     "PrefixLanguageModelScores",
     "ctc_greedy_decode",
     "ctc_prefix_beam_search",

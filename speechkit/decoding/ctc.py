@@ -19,6 +19,7 @@ from typing import Optional
 import numpy as np
 import torch
 
+from speechkit.decoding.lexicon import Lexicon
 from speechkit.errors import HparamsError
 from speechkit.nn.masks import check_lengths, length_mask
 
@@ -56,11 +57,16 @@ def _logaddexp(a: float, b: float) -> float:
 
 
 class PrefixLanguageModelScores:
-    """Next-token LM log-probabilities per prefix, computed once per prefix and batched per call.
+    """Next-token LM log-probabilities per prefix, each prefix scored once, in batched LM calls.
+
+    A recurrent LM (one whose ``score_next`` returns a state) extends each prefix from its parent's state,
+    one token per call, so a hypothesis of n tokens costs n LM steps instead of n^2/2; an LM without a state
+    (``None``, e.g. the Transformer LM) rescans each prefix, batched by length.
 
     Args:
         lm: a language model with ``score_next(prefixes (n, length), state) -> (log_probs (n, vocab), state)``
-            (see :mod:`speechkit.models.language_models`), in the mode the caller wants (usually eval).
+            and ``select_state(state, indices)`` (see :mod:`speechkit.models.language_models`), in the mode
+            the caller wants (usually eval).
         bos_index: token put before every prefix.
     """
 
@@ -68,26 +74,59 @@ class PrefixLanguageModelScores:
         self.lm = lm
         self.bos_index = bos_index
         self.cache: dict[tuple[int, ...], np.ndarray] = {}
+        # prefix -> (index into self.states, row): where the LM state after the prefix is kept
+        self.state_rows: dict[tuple[int, ...], tuple[int, int]] = {}
+        self.states: list = []
+        self.stateless = False
         parameter = next(iter(lm.parameters()), None)
         self.device = parameter.device if parameter is not None else torch.device("cpu")
 
     def ensure(self, prefixes) -> None:
-        """Compute the scores of the prefixes not seen yet (one LM call per prefix length)."""
-        by_length: dict[int, list[tuple[int, ...]]] = {}
+        """Compute the scores of the prefixes not seen yet (and of any missing ancestor), shortest first."""
+        missing: set[tuple[int, ...]] = set()
         for prefix in prefixes:
-            if prefix not in self.cache:
-                by_length.setdefault(len(prefix), []).append(prefix)
-        for group in by_length.values():
-            inputs = torch.tensor(
-                [(self.bos_index,) + p for p in group], dtype=torch.long, device=self.device
-            )
-            with torch.no_grad():
-                log_probs, _ = self.lm.score_next(inputs, None)
-            for prefix, row in zip(group, log_probs.float().cpu().numpy()):
-                self.cache[prefix] = row
+            while prefix not in self.cache and prefix not in missing:
+                missing.add(prefix)
+                if not prefix:
+                    break
+                prefix = prefix[:-1]
+        by_length: dict[int, list[tuple[int, ...]]] = {}
+        for prefix in sorted(missing):
+            by_length.setdefault(len(prefix), []).append(prefix)
+        for length in sorted(by_length):
+            if length == 0 or self.stateless:
+                self._score_whole(by_length[length])
+            else:
+                self._score_extensions(by_length[length])
 
     def __getitem__(self, prefix: tuple[int, ...]) -> np.ndarray:
         return self.cache[prefix]
+
+    def _store(self, group: list[tuple[int, ...]], log_probs: torch.Tensor, state) -> None:
+        if state is None:
+            self.stateless = True
+        else:
+            self.states.append(state)
+            for row, prefix in enumerate(group):
+                self.state_rows[prefix] = (len(self.states) - 1, row)
+        for prefix, scores in zip(group, log_probs.float().cpu().numpy()):
+            self.cache[prefix] = scores
+
+    def _score_whole(self, group: list[tuple[int, ...]]) -> None:
+        inputs = torch.tensor([(self.bos_index,) + p for p in group], dtype=torch.long, device=self.device)
+        with torch.no_grad():
+            self._store(group, *self.lm.score_next(inputs, None))
+
+    def _score_extensions(self, group: list[tuple[int, ...]]) -> None:
+        by_parent_state: dict[int, list[tuple[int, ...]]] = {}
+        for prefix in group:
+            by_parent_state.setdefault(self.state_rows[prefix[:-1]][0], []).append(prefix)
+        for index, members in by_parent_state.items():
+            rows = torch.tensor([self.state_rows[p[:-1]][1] for p in members], device=self.device)
+            state = self.lm.select_state(self.states[index], rows)
+            last_tokens = torch.tensor([[p[-1]] for p in members], dtype=torch.long, device=self.device)
+            with torch.no_grad():
+                self._store(members, *self.lm.score_next(last_tokens, state))
 
 
 def _prefix_beam_search_one(
@@ -100,17 +139,27 @@ def _prefix_beam_search_one(
     lm_weight: float = 0.0,
     eos_index: Optional[int] = None,
     length_bonus: float = 0.0,
+    lexicon: Optional[Lexicon] = None,
 ) -> list[tuple[tuple[int, ...], float]]:
     """Prefix beam search over one utterance's ``(frames, vocab)`` log-probs: (prefix, score), best first.
 
     The score is the CTC log-probability of the prefix (all alignments), plus ``lm_weight`` times its LM
-    log-probability (ending with ``eos_index`` at the end) and ``length_bonus`` per token.
+    log-probability (ending with ``eos_index`` at the end) and ``length_bonus`` per token. With a
+    ``lexicon``, extensions that leave it are never made, and finished hypotheses come before unfinished ones.
     """
     neg_inf = -math.inf
     # prefix -> (log P(prefix, path ends in blank), log P(prefix, path ends in a label))
     beam: dict[tuple[int, ...], tuple[float, float]] = {(): (0.0, neg_inf)}
     # prefix -> weighted LM log-probability of its tokens plus the length bonus (0 without an LM)
     fused: dict[tuple[int, ...], float] = {(): 0.0}
+    # prefix -> its unfinished last word (None: outside the lexicon); only used with a lexicon
+    partial_word: dict[tuple[int, ...], Optional[tuple[int, ...]]] = {(): ()}
+
+    def in_lexicon(prefix: tuple[int, ...], token: int) -> bool:
+        extended = prefix + (token,)
+        if extended not in partial_word:
+            partial_word[extended] = lexicon.extend(partial_word[prefix], token)
+        return partial_word[extended] is not None
 
     def extension_score(prefix: tuple[int, ...], token: int) -> float:
         lm_part = lm_weight * float(lm_scores[prefix][token]) if lm_scores is not None else 0.0
@@ -141,6 +190,8 @@ def _prefix_beam_search_one(
                 if token == blank_index:
                     continue
                 token_logp = float(frame[token])
+                if lexicon is not None and token != last and not in_lexicon(prefix, token):
+                    continue
                 extended = prefix + (token,)
                 if extended not in fused:
                     fused[extended] = extension_score(prefix, token)
@@ -148,7 +199,8 @@ def _prefix_beam_search_one(
                     # Repeating the label without a blank in between stays on the same prefix...
                     add(prefix, neg_inf, p_label + token_logp)
                     # ...while a blank in between starts a new occurrence.
-                    add(extended, neg_inf, p_blank + token_logp)
+                    if lexicon is None or in_lexicon(prefix, token):
+                        add(extended, neg_inf, p_blank + token_logp)
                 else:
                     add(extended, neg_inf, total + token_logp)
 
@@ -166,6 +218,9 @@ def _prefix_beam_search_one(
     else:
         ends = dict.fromkeys(beam, 0.0)
     results = [(p, _logaddexp(b, nb) + fused[p] + ends[p]) for p, (b, nb) in beam.items()]
+    if lexicon is not None:
+        finished = [r for r in results if lexicon.is_complete(partial_word[r[0]])]
+        results = finished or results
     return sorted(results, key=lambda item: (-item[1], item[0]))
 
 
@@ -182,8 +237,9 @@ def ctc_prefix_beam_search(
     bos_index: Optional[int] = None,
     eos_index: Optional[int] = None,
     length_bonus: float = 0.0,
+    lexicon: Optional[Lexicon] = None,
 ):
-    """CTC prefix beam search, optionally with language-model shallow fusion.
+    """CTC prefix beam search, optionally with language-model shallow fusion and a closed vocabulary.
 
     Keeps the ``beam_size`` prefixes with the highest score: CTC log-probability of the prefix (summed over
     alignments) + ``lm_weight`` * LM log-probability + ``length_bonus`` * number of tokens.
@@ -203,6 +259,8 @@ def ctc_prefix_beam_search(
         bos_index: LM start token.
         eos_index: LM end token, scored once at the end of each hypothesis (skipped when ``None``).
         length_bonus: added per emitted token (balances the LM's preference for short outputs).
+        lexicon: a :class:`~speechkit.decoding.lexicon.Lexicon`: hypotheses only spell its words (those that
+            end inside an unfinished word are returned only when no hypothesis is finished).
 
     Returns:
         ``list[list[int]]`` (best hypothesis per item) or, with ``return_nbest``,
@@ -234,6 +292,7 @@ def ctc_prefix_beam_search(
             lm_weight,
             eos_index,
             length_bonus,
+            lexicon,
         )
         outputs.append([(list(p), s) for p, s in nbest] if return_nbest else list(nbest[0][0]))
     return outputs

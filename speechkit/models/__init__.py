@@ -1,4 +1,4 @@
-"""Complete models: ASR encoders with a CTC head, an attention decoder, language models.
+"""Complete models: ASR encoders (Conformer, Transformer, recurrent), a CTC head, an attention decoder, LMs.
 
 Example:
     >>> import torch
@@ -12,12 +12,15 @@ Example:
 from speechkit.models.decoder import TransformerDecoder
 from speechkit.models.encoders import ConformerEncoder, CTCHead, TransformerEncoder
 from speechkit.models.language_models import LSTMLanguageModel, TransformerLanguageModel
+from speechkit.models.recurrent import RecurrentEncoder, stack_frames
 
 __all__ = [
     "CTCHead",
     "ConformerEncoder",
     "LSTMLanguageModel",
+    "RecurrentEncoder",
     "TransformerDecoder",
     "TransformerEncoder",
     "TransformerLanguageModel",
+    "stack_frames",
 ]

@@ -266,7 +266,14 @@ def _slug(text: str) -> str:
 
 
 def _decode(tokenizer, ids: list) -> str:
-    """Text of ids: SentencePiece-style ``decode_ids``, label encoders' ``decode_text``, or ``decode``."""
+    """Text of ids: SentencePiece-style ``decode_ids``, label encoders' ``decode_text``, or ``decode``.
+
+    An output layer may be larger than the tokenizer (a vocabulary size given as an upper bound): ids past
+    the tokenizer's end were never training targets and are dropped.
+    """
+    size = getattr(tokenizer, "vocab_size", None)
+    if isinstance(size, int):
+        ids = [i for i in ids if i < size]
     for method in ("decode_ids", "decode_text", "decode"):
         if hasattr(tokenizer, method):
             text = getattr(tokenizer, method)(ids)

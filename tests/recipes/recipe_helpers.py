@@ -17,10 +17,14 @@ WORDS = ("THE OLD FARMER CARRIED TWO BASKETS TO MARKET A RED BOX WAS NEAR RIVER 
          "YESTERDAY SHE FOUND SMALL KEY").split()
 
 #: A model small enough for a test: one layer, a few dozen units.
-TINY_MODEL = ["--model.d_model", "32", "--model.num_heads", "2", "--model.num_layers", "1",
-              "--model.ffn_dim", "64", "--model.subsampling_channels", "8", "--model.kernel_size", "3",
-              "--model.decoder_layers", "1", "--model.lm_embedding_dim", "16", "--model.lm_hidden_size", "32",
-              "--model.lm_layers", "1", "--model.vocab_size", "40", "--model.token_type", "char"]
+_TINY_SHARED = ["--model.d_model", "32", "--model.num_heads", "2", "--model.num_layers", "1",
+                "--model.ffn_dim", "64", "--model.decoder_layers", "1", "--model.lm_embedding_dim", "16",
+                "--model.lm_hidden_size", "32", "--model.lm_layers", "1", "--model.vocab_size", "40",
+                "--model.token_type", "char"]
+#: The speech recognition template's model (recurrent encoder).
+TINY_MODEL = _TINY_SHARED + ["--model.rnn_hidden_size", "16"]
+#: A Conformer recipe's model (recipes/LibriSpeech).
+TINY_CONFORMER = _TINY_SHARED + ["--model.subsampling_channels", "8", "--model.kernel_size", "3"]
 
 
 def write_corpus(folder: Path, counts=(24, 4, 12), seed: int = 0) -> Path:

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import soundfile
 
-from tests.recipes.recipe_helpers import TINY_MODEL, WORDS, run_script
+from tests.recipes.recipe_helpers import TINY_CONFORMER, WORDS, run_script
 
 RECIPE = Path(__file__).resolve().parents[2] / "recipes" / "LibriSpeech" / "ASR"
 
@@ -38,8 +38,8 @@ def test_librispeech_recipe_prepares_and_trains(tmp_path):
     recipe = tmp_path / "recipe"
     shutil.copytree(RECIPE, recipe)  # copies the linked scripts' content; results stay in tmp_path
     run_script(recipe / "train.py",
-               ["hparams/train.yaml", "--data_folder", str(data), *TINY_MODEL, "--debug", "--noprogressbar",
-                "--decoding", "greedy", "--ctc_weight", "0.5", "--prep_workers", "1",
+               ["hparams/train.yaml", "--data_folder", str(data), *TINY_CONFORMER, "--debug",
+                "--noprogressbar", "--decoding", "greedy", "--ctc_weight", "0.5", "--prep_workers", "1",
                 "--train_loader_kwargs.num_workers", "0", "--eval_loader_kwargs.num_workers", "0"])
     manifests = recipe / "results" / "manifests"
     train = json.loads((manifests / "train.json").read_text())

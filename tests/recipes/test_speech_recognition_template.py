@@ -12,20 +12,30 @@ import yaml
 
 import speechkit
 from speechkit.checkpoints import Checkpointer
+from speechkit.cli import main as speechkit_main
+from speechkit.pretrained import EncoderASR
 from speechkit.templating import copy_template, templates_root
 from tests.recipes.recipe_helpers import TINY_MODEL, run_script
 
 pytestmark = pytest.mark.slow  # each test starts recipe processes (a few seconds each)
 
 
+#: The LM step's flags for the tiny model (it reads the ASR model's entries as asr_model.*).
+LM_MODEL = [f"--asr_{flag[2:]}" if flag.startswith("--model.") else flag for flag in TINY_MODEL]
+
+
 @pytest.fixture(scope="module")
 def trained_copy(tiny_corpus, tmp_path_factory) -> Path:
-    """The template copied to a new folder, its tokenizer trained, its ASR trained for two tiny epochs of two
-    batches (joint CTC/attention, so every module of the model has weights worth checking)."""
+    """The template copied to a new folder and its three steps run as the demo runs them: tokenizer, LM, then
+    the ASR model for two tiny epochs of two batches (joint CTC/attention, so every module of the model has
+    weights worth checking), its test set decoded by CTC beam search with the LM and the lexicon."""
     dest = copy_template("speech_recognition", tmp_path_factory.mktemp("recipe") / "my_asr")
     run_script(dest / "Tokenizer" / "train.py",
                ["hparams/tokenizer.yaml", "--data_folder", str(tiny_corpus), "--token_type", "char",
                 "--vocab_size", "40"])
+    run_script(dest / "LM" / "train.py",
+               ["hparams/lm.yaml", "--data_folder", str(tiny_corpus), *LM_MODEL, "--debug",
+                "--noprogressbar"])
     run_script(dest / "ASR" / "train.py",
                ["hparams/train.yaml", "--data_folder", str(tiny_corpus), *TINY_MODEL, "--debug",
                 "--noprogressbar", "--ctc_weight", "0.5", "--number_of_epochs", "2"])
@@ -49,10 +59,7 @@ def test_copied_template_trains_and_reports_wer(trained_copy):
     assert {"encoder.ckpt", "ctc_head.ckpt", "decoder.ckpt", "lm.ckpt"} <= names
 
 
-def test_copied_lm_step_writes_weights_the_asr_model_loads(trained_copy, tiny_corpus):
-    lm_args = [f"--asr_{flag[2:]}" if flag.startswith("--model.") else flag for flag in TINY_MODEL]
-    run_script(trained_copy / "LM" / "train.py",
-               ["hparams/lm.yaml", "--data_folder", str(tiny_corpus), *lm_args, "--debug", "--noprogressbar"])
+def test_copied_lm_step_writes_weights_the_asr_model_loads(trained_copy):
     weights = torch.load(trained_copy / "LM" / "results" / "lm" / "lm.ckpt", weights_only=True)
     sizes = {flag[8:]: yaml.safe_load(value) for flag, value in zip(TINY_MODEL[::2], TINY_MODEL[1::2])}
     model = speechkit.load_hparams(trained_copy / "ASR" / "hparams" / "ASR.yaml", sizes)
@@ -104,16 +111,20 @@ def test_test_hypotheses_identical_for_batch_size_1_8_and_dynamic(trained_copy, 
     datasets = recipe.dataio_prepare(hparams, manifests, tokenizer)
     # No checkpoint in save_folder: the freshly initialized model decodes. Unlike a model trained for two
     # batches (all blanks), it emits tokens everywhere, so any padding leak would change some hypothesis.
-    brain = recipe.build_brain(hparams, {"noprogressbar": True})
-    brain.tokenizer = tokenizer
-    runs = {}
-    for name, kwargs in {"batch 1": {"batch_size": 1}, "batch 8": {"batch_size": 8},
-                         "dynamic": {"dynamic_batching": {"max_batch_length": 3.0}}}.items():
-        brain.evaluate(datasets["test"], min_key="WER", test_loader_kwargs=kwargs)
-        runs[name] = dict(brain.hypotheses)
-    assert len(runs["batch 1"]) == 12
-    assert runs["batch 1"] == runs["batch 8"] == runs["dynamic"]
-    assert all(runs["batch 1"].values()), "empty hypotheses would make this comparison vacuous"
+    # The untrained LM (no lm_checkpoint loaded here) still shapes the beam search, which is all this needs.
+    brain = recipe.build_brain(hparams, {"noprogressbar": True}, tokenizer, manifests["train"])
+    assert hparams["decoding"] == "ctc_beam" and hparams["lm_weight"] > 0 and brain.lexicon is not None
+    for search in ("greedy", "ctc_beam"):
+        brain.hparams.decoding = search
+        runs = {}
+        for name, kwargs in {"batch 1": {"batch_size": 1}, "batch 8": {"batch_size": 8},
+                             "dynamic": {"dynamic_batching": {"max_batch_length": 3.0}}}.items():
+            brain.evaluate(datasets["test"], min_key="WER", test_loader_kwargs=kwargs)
+            runs[name] = dict(brain.hypotheses)
+        assert len(runs["batch 1"]) == 12
+        assert runs["batch 1"] == runs["batch 8"] == runs["dynamic"], search
+        # Empty hypotheses would make the comparison vacuous.
+        assert all(runs["batch 1"].values()) if search == "greedy" else any(runs["batch 1"].values())
 
 
 def test_template_lives_in_the_repository():
@@ -125,3 +136,27 @@ def test_template_lives_in_the_repository():
         assert (folder / "ASR" / "hparams" / name).is_file()
     for name in ("train.yaml", "finetune.yaml"):
         assert "!include:ASR.yaml" in (folder / "ASR" / "hparams" / name).read_text()
+
+
+def test_copied_template_exports_a_model_that_transcribes(trained_copy, tiny_corpus):
+    asr = trained_copy / "ASR"
+    # inference.yaml holds the sizes at its top (it becomes a self-contained hyperparams.yaml): resize them.
+    sizes = {flag[8:]: value for flag, value in zip(TINY_MODEL[::2], TINY_MODEL[1::2])}
+    lines = (asr / "hparams" / "inference.yaml").read_text().splitlines()
+    resized = [f"{line.split(':')[0]}: {sizes[line.split(':')[0]]}" if line.split(":")[0] in sizes else line
+               for line in lines]
+    (asr / "hparams" / "tiny_inference.yaml").write_text("\n".join(resized) + "\n")
+    model = asr / "results" / "model"
+    tokenizer = trained_copy / "Tokenizer" / "results" / "tokenizer" / "tokenizer.model"
+    assert speechkit_main(["export", "--checkpoints", str(asr / "results" / "asr" / "1234" / "save"),
+                           "--hparams", str(asr / "hparams" / "tiny_inference.yaml"), "--min-key", "WER",
+                           "--output", str(model), "--file", f"tokenizer={tokenizer}"]) == 0
+    recognizer = EncoderASR.from_hparams(str(model), savedir=trained_copy / "fetched")
+    audio = tiny_corpus / "test" / "utt-test-000.flac"
+    text = recognizer.transcribe_file(str(audio))
+    assert isinstance(text, str)
+    # The exported LM is the recipe's: the beam search of the model folder uses the trained weights.
+    best = _best_checkpoint(asr / "results" / "asr" / "1234" / "save")
+    trained_lm = torch.load(best / "lm.ckpt", weights_only=True)
+    for key, value in recognizer.mods["lm"].state_dict().items():
+        assert torch.equal(value.cpu(), trained_lm[key]), key

@@ -59,8 +59,7 @@ def main(argv):
     loaded = load_pretrained(modules, hparams["pretrained_checkpoints"], hparams["pretrained_min_key"])
     trainable = ", ".join(hparams["trainable_modules"])
     print(f"Pretrained modules loaded: {', '.join(loaded)}; fine-tuning: {trainable}")
-    brain = build_brain(hparams, run_opts)
-    brain.tokenizer = tokenizer
+    brain = build_brain(hparams, run_opts, tokenizer, manifests["train"])
     train_loader = brain.make_dataloader(datasets["train"], Stage.TRAIN, hparams["train_loader_kwargs"])
     brain.lr_scheduler = make_scheduler(brain, hparams, train_loader)
     brain.fit(hparams["epoch_counter"], train_loader, datasets["valid"],

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Train a speech recognizer: Conformer encoder + CTC (+ attention decoder), decoded greedily or with beams.
+"""Train a speech recognizer: encoder + CTC (+ attention decoder), decoded greedily or by beams with an LM.
 
 Run (from this folder):
     python train.py hparams/train.yaml                       # builds the corpus on first use
@@ -19,7 +19,8 @@ import torch
 import speechkit
 from speechkit import distributed as dist
 from speechkit.data import DynamicItemDataset, provides, read_audio, takes
-from speechkit.decoding import AttentionBeamSearch, ctc_greedy_decode, ctc_prefix_beam_search
+from speechkit.data.manifest import load_manifest
+from speechkit.decoding import AttentionBeamSearch, Lexicon, ctc_greedy_decode, ctc_prefix_beam_search
 from speechkit.errors import HparamsError
 from speechkit.metrics import ErrorRateStats
 from speechkit.nn.losses import ctc_loss, label_smoothed_nll_loss
@@ -70,7 +71,7 @@ class ASR(speechkit.Brain):
         if "lm_log_probs" in out:
             loss = loss + label_smoothed_nll_loss(out["lm_log_probs"], tokens_eos, eos_lengths)
         if stage != Stage.TRAIN and self.decode_now:
-            hyps = self.decode(out)
+            hyps = self.decode(out, hp.decoding if stage == Stage.TEST else hp.valid_decoding)
             # The output layer may be larger than the tokenizer (hard_vocab_limit=False can give fewer
             # pieces than vocab_size): ids past its end are never targets, and are dropped if ever emitted.
             size = self.tokenizer.vocab_size
@@ -80,21 +81,25 @@ class ASR(speechkit.Brain):
             self.cer_stats.append(batch.id, texts, batch.text)
         return loss
 
-    def decode(self, out):
-        """Token-id hypotheses of a batch with the configured search."""
-        hp, blank = self.hparams, self.hparams.model["blank_index"]
+    def decode(self, out, search: str):
+        """Token-id hypotheses of a batch with ``search`` (greedy, ctc_beam or attention)."""
+        hp, model = self.hparams, self.hparams.model
         log_probs, lengths = out["ctc_log_probs"], out["encoded_lengths"]
-        if hp.decoding == "greedy":
-            return ctc_greedy_decode(log_probs, lengths, blank)
-        if hp.decoding == "ctc_beam":
-            return ctc_prefix_beam_search(log_probs, lengths, beam_size=hp.beam_size, blank_index=blank)
-        if hp.decoding == "attention":
-            search = AttentionBeamSearch(
-                self.modules.decoder, hp.model["bos_index"], hp.model["eos_index"], beam_size=hp.beam_size,
-                ctc_weight=hp.decode_ctc_weight, blank_index=blank,
-                lm=self.modules.lm if hp.lm_weight else None, lm_weight=hp.lm_weight)
-            return search(out["encoded"], lengths, log_probs)
-        raise HparamsError(f"decoding must be greedy, ctc_beam or attention, got {hp.decoding!r}")
+        lm = self.modules.lm if hp.lm_weight else None
+        if search == "greedy":
+            return ctc_greedy_decode(log_probs, lengths, model["blank_index"])
+        if search == "ctc_beam":
+            return ctc_prefix_beam_search(
+                log_probs, lengths, beam_size=hp.beam_size, blank_index=model["blank_index"],
+                blank_skip_threshold=0.999, lm=lm, lm_weight=hp.lm_weight, bos_index=model["bos_index"],
+                eos_index=model["eos_index"], length_bonus=hp.length_bonus, lexicon=self.lexicon)
+        if search == "attention":
+            beam_search = AttentionBeamSearch(
+                self.modules.decoder, model["bos_index"], model["eos_index"], beam_size=hp.beam_size,
+                ctc_weight=hp.decode_ctc_weight, blank_index=model["blank_index"], lm=lm,
+                lm_weight=hp.lm_weight)
+            return beam_search(out["encoded"], lengths, log_probs)
+        raise HparamsError(f"decoding must be greedy, ctc_beam or attention, got {search!r}")
 
     def on_stage_start(self, stage, epoch=None):
         if stage == Stage.TRAIN:
@@ -156,6 +161,24 @@ def load_tokenizer(hparams: dict, manifest: str) -> SentencePieceTokenizer:
     return tokenizer
 
 
+def load_lm(hparams: dict) -> None:
+    """Load the LM weights of ``lm_checkpoint`` when the file exists; required when decoding uses the LM."""
+    lm_file = hparams.get("lm_checkpoint")
+    if lm_file and Path(lm_file).is_file():
+        hparams["model"]["lm"].load_state_dict(torch.load(lm_file, map_location="cpu", weights_only=True))
+    elif hparams["lm_weight"] and "lm" not in hparams["trainable_modules"]:
+        # Fail before training, not after it: decoding with an untrained LM would only add noise.
+        raise HparamsError(
+            f"lm_weight is {hparams['lm_weight']} but the LM weights lm_checkpoint={lm_file} do not exist: "
+            "train the LM first (../LM: python train.py hparams/lm.yaml) or pass --lm_weight 0")
+
+
+def transcript_lexicon(manifest: str, tokenizer, data_folder: str) -> Lexicon:
+    """The words of a manifest's transcripts as the tokenizer spells them (for closed-vocabulary decoding)."""
+    rows = load_manifest(manifest, {"data_root": data_folder}, check_files=False).values()
+    return Lexicon.from_tokenizer(tokenizer, {word for row in rows for word in str(row["text"]).split()})
+
+
 def dataio_prepare(hparams: dict, manifests: dict, tokenizer) -> dict:
     """Datasets of the three splits: audio signal and token sequences, read lazily per item."""
     model = hparams["model"]
@@ -185,8 +208,9 @@ def dataio_prepare(hparams: dict, manifests: dict, tokenizer) -> dict:
     return datasets
 
 
-def build_brain(hparams: dict, run_opts) -> ASR:
-    """The Brain with its checkpointer; frozen modules set from ``trainable_modules``."""
+def build_brain(hparams: dict, run_opts, tokenizer, train_manifest: str) -> ASR:
+    """The Brain with its checkpointer and tokenizer; frozen modules set from ``trainable_modules``; with
+    ``closed_vocabulary``, the lexicon of the training transcripts for beam search."""
     modules = hparams["model"]["modules"]
     trainable = set(hparams["trainable_modules"])
     if hparams["ctc_weight"] >= 1.0:
@@ -196,6 +220,11 @@ def build_brain(hparams: dict, run_opts) -> ASR:
     checkpointer = speechkit.Checkpointer(hparams["save_folder"], {**modules, "counter": counter})
     brain = ASR(modules, hparams["opt_class"], hparams, run_opts, checkpointer)
     brain.trainable = trainable
+    brain.tokenizer = tokenizer
+    if hparams["closed_vocabulary"]:
+        brain.lexicon = transcript_lexicon(train_manifest, tokenizer, hparams["data_folder"])
+    else:
+        brain.lexicon = None
     return brain
 
 
@@ -220,11 +249,8 @@ def main(argv):
     manifests = prepare_manifests(hparams, build=False)
     tokenizer = load_tokenizer(hparams, manifests["train"])
     datasets = dataio_prepare(hparams, manifests, tokenizer)
-    lm_file = hparams.get("lm_checkpoint")
-    if lm_file and Path(lm_file).is_file():
-        hparams["model"]["lm"].load_state_dict(torch.load(lm_file, map_location="cpu", weights_only=True))
-    brain = build_brain(hparams, run_opts)
-    brain.tokenizer = tokenizer
+    load_lm(hparams)
+    brain = build_brain(hparams, run_opts, tokenizer, manifests["train"])
     train_loader = brain.make_dataloader(datasets["train"], Stage.TRAIN, hparams["train_loader_kwargs"])
     brain.lr_scheduler = make_scheduler(brain, hparams, train_loader)
     brain.fit(hparams["epoch_counter"], train_loader, datasets["valid"],

@@ -1,4 +1,4 @@
-"""The ASR template's modules and checkpoint layout -> speechkit export -> a model fetched from the Hub, a URL
+"""An ASR recipe's modules and checkpoint layout -> speechkit export -> a model fetched from the Hub, a URL
 and a folder, which transcribes exactly as the recipe's own forward pass and greedy decoding."""
 from __future__ import annotations
 
@@ -14,12 +14,14 @@ from speechkit.decoding import ctc_greedy_decode
 from speechkit.pretrained import EncoderASR
 from speechkit.tokenizers import SentencePieceTokenizer
 
-TEMPLATE = pathlib.Path(__file__).parents[3] / "templates/speech_recognition/ASR/hparams/ASR.yaml"
+# A Conformer recipe's model (the template's own recurrent model and inference.yaml are exported in
+# tests/recipes/test_speech_recognition_template.py).
+TEMPLATE = pathlib.Path(__file__).parents[3] / "recipes/LibriSpeech/ASR/hparams/ASR.yaml"
 SMALL = {"n_mels": 20, "d_model": 32, "num_heads": 4, "num_layers": 2, "ffn_dim": 64, "kernel_size": 5,
          "subsampling_channels": 8, "decoder_layers": 1, "lm_embedding_dim": 8,
          "lm_hidden_size": 16, "lm_layers": 1}
 
-# The model folder's hyperparams.yaml for the template's CTC branch: only speechkit classes, so it loads from
+# The model folder's hyperparams.yaml for the recipe's CTC branch: only speechkit classes, so it loads from
 # a remote source without trust_remote_code.
 INFERENCE = """\
 sample_rate: 16000

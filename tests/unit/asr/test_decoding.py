@@ -15,8 +15,15 @@ from speechkit.decoding import (
     ctc_greedy_decode,
     ctc_prefix_beam_search,
 )
+from speechkit.decoding.ctc import PrefixLanguageModelScores
 from speechkit.errors import DataError, HparamsError
-from speechkit.models import ConformerEncoder, CTCHead, LSTMLanguageModel, TransformerDecoder
+from speechkit.models import (
+    ConformerEncoder,
+    CTCHead,
+    LSTMLanguageModel,
+    TransformerDecoder,
+    TransformerLanguageModel,
+)
 from speechkit.nn import ctc_loss
 from tests.helpers.batch_invariance import assert_batch_invariant
 
@@ -300,3 +307,22 @@ def test_ctc_beam_search_lm_weight_zero_changes_nothing_and_bad_options():
         ctc_prefix_beam_search(log_probs, lengths, lm=lm, lm_weight=0.5)
     with pytest.raises(HparamsError, match="no lm"):
         ctc_prefix_beam_search(log_probs, lengths, lm_weight=0.5)
+
+
+@pytest.mark.parametrize("recurrent", [True, False])
+def test_prefix_lm_scores_match_scoring_the_whole_prefix(recurrent):
+    torch.manual_seed(2)
+    lm = (
+        LSTMLanguageModel(vocab_size=6, embedding_dim=8, hidden_size=16, num_layers=2)
+        if recurrent
+        else TransformerLanguageModel(vocab_size=6, d_model=16, num_heads=2, num_layers=1, ffn_dim=32)
+    ).eval()
+    scores = PrefixLanguageModelScores(lm, bos_index=5)
+    scores.ensure([(1, 2, 4), (2,)])  # missing ancestors are scored too
+    scores.ensure([(1, 3), (1, 2, 4, 4)])
+    # A recurrent LM extends each prefix from its parent's state; the Transformer LM rescans it.
+    assert scores.stateless is not recurrent
+    for prefix in [(), (1,), (1, 2), (1, 2, 4), (2,), (1, 3), (1, 2, 4, 4)]:
+        with torch.no_grad():
+            whole = lm(torch.tensor([(5,) + prefix]), torch.tensor([len(prefix) + 1]))[0, -1]
+        torch.testing.assert_close(torch.from_numpy(scores[prefix]), whole, atol=1e-5, rtol=1e-5)

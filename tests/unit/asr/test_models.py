@@ -10,10 +10,12 @@ from speechkit.models import (
     ConformerEncoder,
     CTCHead,
     LSTMLanguageModel,
+    RecurrentEncoder,
     TransformerDecoder,
     TransformerEncoder,
     TransformerLanguageModel,
 )
+from speechkit.models.recurrent import stack_frames
 from speechkit.nn import ctc_loss, label_smoothed_nll_loss
 from tests.helpers.batch_invariance import assert_batch_invariant
 
@@ -43,6 +45,30 @@ def test_conformer_encoder_batch_invariant(conv_norm):
 def test_transformer_encoder_batch_invariant():
     encoder = TransformerEncoder(FEATS, d_model=32, num_heads=2, num_layers=2, ffn_dim=64)
     assert_batch_invariant(encoder, utterances(33, 50, 11))
+
+
+@pytest.mark.parametrize("rnn, bidirectional", [("lstm", True), ("gru", False)])
+def test_recurrent_encoder_batch_invariant(rnn, bidirectional):
+    encoder = RecurrentEncoder(FEATS, d_model=24, hidden_size=16, num_layers=2, rnn=rnn,
+                               bidirectional=bidirectional)
+    outputs = assert_batch_invariant(encoder, utterances(61, 17, 40, 9))
+    assert [o.shape for o in outputs] == [(15, 24), (4, 24), (10, 24), (2, 24)]
+
+
+def test_recurrent_encoder_stacks_frames_and_zeroes_padding():
+    x = torch.arange(2 * 9 * 2, dtype=torch.float32).view(2, 9, 2)
+    stacked, lengths = stack_frames(x, torch.tensor([9, 5]), 3)
+    assert stacked.shape == (2, 3, 6) and lengths.tolist() == [3, 1]
+    assert stacked[0, 1].tolist() == x[0, 3:6].flatten().tolist()
+    encoder = RecurrentEncoder(FEATS, d_model=8, hidden_size=8, num_layers=1, stride=2)
+    y, y_lengths = encoder(torch.randn(2, 20, FEATS), torch.tensor([20, 9]))
+    assert y_lengths.tolist() == [10, 4] and (y[1, 4:] == 0).all() and (y[1, :4] != 0).any()
+    with pytest.raises(HparamsError, match="rnn must be one of"):
+        RecurrentEncoder(FEATS, rnn="transformer")
+    with pytest.raises(DataError, match="at least 4"):
+        RecurrentEncoder(FEATS)(torch.randn(1, 3, FEATS), torch.tensor([3]))
+    with pytest.raises(DataError, match=f"\\(batch, time, {FEATS}\\)"):
+        RecurrentEncoder(FEATS)(torch.randn(1, 30, FEATS + 1), torch.tensor([30]))
 
 
 def test_encoder_ctc_head_and_loss_train_end_to_end():
