@@ -78,3 +78,21 @@ def zero_padding(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
     mask = length_mask(lengths, x.shape[1])
     mask = mask.view(mask.shape + (1,) * (x.dim() - 2))
     return x.masked_fill(~mask, 0.0)
+
+
+def check_features(
+    x: torch.Tensor, lengths: torch.Tensor, input_size: int, min_frames: int, owner: str
+) -> None:
+    """Raise :class:`DataError` unless ``x`` is ``(batch, time, input_size)`` features with valid ``lengths``
+    of at least ``min_frames`` frames each (values checked where :func:`values_checkable`).
+
+    ``owner`` names the layer in the messages, e.g. ``"RecurrentEncoder with stride 4"``.
+    """
+    if x.dim() != 3 or x.shape[-1] != input_size:
+        raise DataError(f"{owner} expects (batch, time, {input_size}) features, got {tuple(x.shape)}")
+    check_lengths(lengths, x.shape[1], x.shape[0])
+    if values_checkable(lengths) and lengths.numel() and int(lengths.min()) < min_frames:
+        raise DataError(
+            f"an utterance has {int(lengths.min())} feature frames; {owner} needs at least {min_frames} "
+            "(filter out shorter utterances)"
+        )

@@ -19,7 +19,7 @@ import torch
 from torch import nn
 
 from speechkit.errors import DataError
-from speechkit.nn.masks import check_lengths, values_checkable
+from speechkit.nn.masks import check_features
 
 MIN_INPUT_FRAMES = 7
 
@@ -66,16 +66,7 @@ class Conv2dSubsampling(nn.Module):
         self.proj = nn.Linear(channels * freq, d_model)
 
     def forward(self, x: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        if x.dim() != 3 or x.shape[-1] != self.input_size:
-            raise DataError(
-                f"Conv2dSubsampling expects (batch, time, {self.input_size}) features, got {tuple(x.shape)}"
-            )
-        check_lengths(lengths, x.shape[1], x.shape[0])
-        if values_checkable(lengths) and lengths.numel() and int(lengths.min()) < MIN_INPUT_FRAMES:
-            raise DataError(
-                f"an utterance has {int(lengths.min())} feature frames; the 4x subsampling front-end needs "
-                f"at least {MIN_INPUT_FRAMES} (filter out shorter utterances)"
-            )
+        check_features(x, lengths, self.input_size, MIN_INPUT_FRAMES, "Conv2dSubsampling (4x)")
         if x.shape[1] < MIN_INPUT_FRAMES:
             x = nn.functional.pad(x, (0, 0, 0, MIN_INPUT_FRAMES - x.shape[1]))
         y = self.conv(x.unsqueeze(1))  # (batch, channels, time', freq')

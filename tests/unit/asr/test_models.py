@@ -55,6 +55,26 @@ def test_recurrent_encoder_batch_invariant(rnn, bidirectional):
     assert [o.shape for o in outputs] == [(15, 24), (4, 24), (10, 24), (2, 24)]
 
 
+def test_recurrent_encoder_equals_a_packed_bidirectional_lstm():
+    encoder = RecurrentEncoder(FEATS, d_model=8, hidden_size=6, num_layers=2, stride=2).eval()
+    reference = torch.nn.LSTM(2 * FEATS, 6, 2, batch_first=True, bidirectional=True)
+    with torch.no_grad():
+        for layer, directions in enumerate(encoder.layers):
+            for suffix, rnn in zip(("", "_reverse"), directions):
+                for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):
+                    getattr(reference, f"{name}_l{layer}{suffix}").copy_(getattr(rnn, f"{name}_l0"))
+    x, lengths = torch.randn(3, 30, FEATS), torch.tensor([30, 17, 24])
+    with torch.no_grad():
+        y, y_lengths = encoder(x, lengths)
+        stacked, _ = stack_frames(x, lengths, 2)
+        packed = torch.nn.utils.rnn.pack_padded_sequence(stacked, y_lengths, batch_first=True,
+                                                         enforce_sorted=False)
+        expected, _ = torch.nn.utils.rnn.pad_packed_sequence(reference(packed)[0], batch_first=True)
+        expected = encoder.proj(expected)
+    for i, n in enumerate(y_lengths.tolist()):
+        torch.testing.assert_close(y[i, :n], expected[i, :n], atol=1e-5, rtol=1e-5)
+
+
 def test_recurrent_encoder_stacks_frames_and_zeroes_padding():
     x = torch.arange(2 * 9 * 2, dtype=torch.float32).view(2, 9, 2)
     stacked, lengths = stack_frames(x, torch.tensor([9, 5]), 3)
