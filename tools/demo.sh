@@ -3,7 +3,7 @@
 # language model, then the acoustic model), transcribe the test set (a voice never heard in training) with
 # CTC beam search and the LM, and print the word error rate.
 #
-#   tools/demo.sh                      # 5,700 utterances, then ~3 + ~13 minutes of training on 2 cores
+#   tools/demo.sh                      # 5,700 utterances, then ~4 + ~10 minutes of training on 2 cores
 #   tools/demo.sh --number_of_epochs 1 # any ASR train.py option or YAML override is passed on
 #
 # Environment: DATA (corpus folder, default data/SynthSpeech), OUT (results, default results/demo),
