@@ -3,6 +3,8 @@ fine-tuning leaves every other weight bit-identical; test hypotheses do not depe
 from __future__ import annotations
 
 import importlib.util
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -160,3 +162,16 @@ def test_copied_template_exports_a_model_that_transcribes(trained_copy, tiny_cor
     trained_lm = torch.load(best / "lm.ckpt", weights_only=True)
     for key, value in recognizer.mods["lm"].state_dict().items():
         assert torch.equal(value.cpu(), trained_lm[key]), key
+
+
+def test_missing_lm_weights_stop_the_run_before_training(trained_copy, tiny_corpus):
+    asr = trained_copy / "ASR"
+    missing = trained_copy / "LM" / "results" / "no_such_lm.ckpt"
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    done = subprocess.run(
+        [sys.executable, "train.py", "hparams/train.yaml", "--data_folder", str(tiny_corpus), *TINY_MODEL,
+         "--output_folder", str(asr / "results" / "missing_lm"), "--lm_checkpoint", str(missing),
+         "--noprogressbar"], cwd=asr, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0
+    assert str(missing) in done.stderr and "--lm_weight 0" in done.stderr
+    assert not (asr / "results" / "missing_lm" / "save").exists()  # nothing was trained
