@@ -190,19 +190,16 @@ def _prefix_beam_search_one(
                 if token == blank_index:
                     continue
                 token_logp = float(frame[token])
-                if lexicon is not None and token != last and not in_lexicon(prefix, token):
+                if token == last:
+                    # Repeating the label without a blank in between stays on the same prefix...
+                    add(prefix, neg_inf, p_label + token_logp)
+                if lexicon is not None and not in_lexicon(prefix, token):
                     continue
                 extended = prefix + (token,)
                 if extended not in fused:
                     fused[extended] = extension_score(prefix, token)
-                if token == last:
-                    # Repeating the label without a blank in between stays on the same prefix...
-                    add(prefix, neg_inf, p_label + token_logp)
-                    # ...while a blank in between starts a new occurrence.
-                    if lexicon is None or in_lexicon(prefix, token):
-                        add(extended, neg_inf, p_blank + token_logp)
-                else:
-                    add(extended, neg_inf, total + token_logp)
+                # ...while a repeat after a blank, or any other label, starts a new occurrence.
+                add(extended, neg_inf, (p_blank if token == last else total) + token_logp)
 
         def rank(item):
             prefix, (b, nb) = item
