@@ -1,5 +1,5 @@
-"""Speech features on torch: STFT, mel filterbanks, MFCC, deltas, SpecAugment, speed perturbation and
-length-aware normalization.
+"""Speech features on torch: STFT, mel filterbanks, MFCC, deltas, SpecAugment, vocal tract length
+perturbation, speed perturbation and length-aware normalization.
 
 Every function takes a padded batch and absolute int64 lengths, ``(x, lengths)``, and returns
 ``(y, out_lengths)`` (or ``y`` when lengths do not change); every module wraps one function. An item gives
@@ -10,7 +10,9 @@ Example:
     >>> feats, frames = Fbank(n_mels=80)(torch.randn(2, 16000), torch.tensor([16000, 9000]))
     >>> feats, frames = GlobalNormalization(80)(feats, frames)
 """
+from speechkit.features.chain import FeatureChain
 from speechkit.features.filterbanks import MFCC, Deltas, Fbank, deltas, fbank, mel_filterbank, mfcc
+from speechkit.features.frequency_warp import FrequencyWarp, frequency_warp
 from speechkit.features.masks import length_mask
 from speechkit.features.normalization import (
     GlobalNormalization,
@@ -22,7 +24,7 @@ from speechkit.features.specaugment import SpecAugment, freq_mask, time_mask, ti
 from speechkit.features.speed_perturb import SpeedPerturb, speed_perturb
 from speechkit.features.stft import STFT, num_frames, stft
 
-__all__ = ["MFCC", "Deltas", "Fbank", "deltas", "fbank", "mel_filterbank", "mfcc", "length_mask",
-           "GlobalNormalization", "UtteranceNormalization", "masked_moments", "utterance_normalize",
-           "SpecAugment", "freq_mask", "time_mask", "time_warp", "SpeedPerturb", "speed_perturb", "STFT",
-           "num_frames", "stft"]
+__all__ = ["FeatureChain", "FrequencyWarp", "frequency_warp", "MFCC", "Deltas", "Fbank", "deltas", "fbank",
+           "mel_filterbank", "mfcc", "length_mask", "GlobalNormalization", "UtteranceNormalization",
+           "masked_moments", "utterance_normalize", "SpecAugment", "freq_mask", "time_mask", "time_warp",
+           "SpeedPerturb", "speed_perturb", "STFT", "num_frames", "stft"]

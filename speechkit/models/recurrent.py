@@ -67,6 +67,11 @@ class RecurrentEncoder(nn.Module):
         stride: input frames per output frame (4 gives 40 ms frames from a 10 ms hop).
         rnn: ``"lstm"`` or ``"gru"``.
         bidirectional: read each utterance both ways (the default; ``False`` for streaming).
+        upsample: output frames per recurrent frame. The projection makes ``upsample`` frames of ``d_model``
+            from each one, so a CTC head can emit up to ``upsample`` labels per ``stride`` input frames: fast
+            speech read in 40 ms frames has close to one character per frame, more than CTC's alignment
+            (with blanks between repeated letters) can follow, while a smaller stride makes the recurrent
+            layers, where the time goes, read more frames.
 
     Each direction runs on the padded batch as one dense sequence: the forward direction reads frames
     ``0..t`` only, and the backward direction runs forward over each utterance reversed within its own length
@@ -76,7 +81,7 @@ class RecurrentEncoder(nn.Module):
     once the lengths in a batch differ, even by one frame.)
 
     Shapes: x ``(batch, frames, input_size)``, lengths ``(batch,)`` ->
-    ``(batch, frames // stride, d_model)``, ``(batch,)`` with ``lengths // stride``.
+    ``(batch, frames // stride * upsample, d_model)``, ``(batch,)`` with ``lengths // stride * upsample``.
     """
 
     def __init__(
@@ -89,14 +94,17 @@ class RecurrentEncoder(nn.Module):
         stride: int = 4,
         rnn: str = "lstm",
         bidirectional: bool = True,
+        upsample: int = 1,
     ):
         super().__init__()
         if rnn not in _RNNS:
             raise HparamsError(f"RecurrentEncoder rnn must be one of {sorted(_RNNS)}, got {rnn!r}")
         if stride < 1:
             raise HparamsError(f"RecurrentEncoder stride must be >= 1, got {stride}")
+        if upsample < 1:
+            raise HparamsError(f"RecurrentEncoder upsample must be >= 1, got {upsample}")
         self.input_size = input_size
-        self.stride = stride
+        self.stride, self.upsample, self.d_model = stride, upsample, d_model
         directions = 2 if bidirectional else 1
         # layers[i][0] reads forward in time, layers[i][1] (when bidirectional) reads each utterance reversed.
         self.layers = nn.ModuleList(
@@ -108,7 +116,7 @@ class RecurrentEncoder(nn.Module):
             for i in range(num_layers)
         )
         self.dropout = nn.Dropout(dropout)
-        self.proj = nn.Linear(hidden_size * directions, d_model)
+        self.proj = nn.Linear(hidden_size * directions, d_model * upsample)
 
     def forward(self, x: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         owner = f"RecurrentEncoder with stride {self.stride}"
@@ -122,4 +130,7 @@ class RecurrentEncoder(nn.Module):
                 outputs.append(reverse_padded(directions[1](reverse_padded(x, lengths))[0], lengths))
             x = torch.cat(outputs, dim=-1)
         y = self.proj(self.dropout(x))
+        # (batch, frames, upsample * d_model) -> (batch, frames * upsample, d_model): consecutive outputs.
+        y = y.reshape(y.shape[0], y.shape[1] * self.upsample, self.d_model)
+        lengths = lengths * self.upsample
         return zero_padding(y, lengths), lengths

@@ -55,6 +55,22 @@ def test_recurrent_encoder_batch_invariant(rnn, bidirectional):
     assert [o.shape for o in outputs] == [(15, 24), (4, 24), (10, 24), (2, 24)]
 
 
+def test_recurrent_encoder_upsampling_splits_each_frame_into_consecutive_outputs():
+    encoder = RecurrentEncoder(FEATS, d_model=6, hidden_size=8, num_layers=1, stride=4, upsample=2)
+    outputs = assert_batch_invariant(encoder, utterances(61, 17, 9))
+    assert [o.shape for o in outputs] == [(30, 6), (8, 6), (4, 6)]
+    single = RecurrentEncoder(FEATS, d_model=12, hidden_size=8, num_layers=1, stride=4).eval()
+    single.load_state_dict(encoder.state_dict())  # same weights: one 12-wide frame = two 6-wide ones
+    x, lengths = torch.randn(2, 40, FEATS), torch.tensor([40, 23])
+    with torch.no_grad():
+        wide, wide_lengths = single(x, lengths)
+        split, split_lengths = encoder.eval()(x, lengths)
+    assert split_lengths.tolist() == (2 * wide_lengths).tolist() == [20, 10]
+    assert torch.equal(split.reshape(2, 10, 12), wide)
+    with pytest.raises(HparamsError, match="upsample must be >= 1"):
+        RecurrentEncoder(FEATS, upsample=0)
+
+
 def test_recurrent_encoder_equals_a_packed_bidirectional_lstm():
     encoder = RecurrentEncoder(FEATS, d_model=8, hidden_size=6, num_layers=2, stride=2).eval()
     reference = torch.nn.LSTM(2 * FEATS, 6, 2, batch_first=True, bidirectional=True)
