@@ -12,12 +12,15 @@ Run:
 from __future__ import annotations
 
 import argparse
-import json
+import os
 import re
 import sys
 
+from speechkit.data.manifest import load_manifest
+from speechkit.errors import SpeechkitError
+
 # "<id>, %WER 71.43 [ 5 / 7, 0 ins, 1 del, 4 sub ]" (the header of each utterance's alignment; %CER alike)
-_HEADER = re.compile(r"^(?P<id>\S+), %[WC]ER [\d.]+ \[ (?P<edits>\d+) / (?P<words>\d+), "
+_HEADER = re.compile(r"^(?P<id>\S+), %[WC]ER [\d.]+ \[ \d+ / (?P<words>\d+), "
                      r"(?P<ins>\d+) ins, (?P<dels>\d+) del, (?P<subs>\d+) sub \]$")
 
 
@@ -37,19 +40,16 @@ def read_report(path: str) -> dict:
 
 def speaking_rates(manifest_path: str, ids) -> dict:
     """id -> transcript characters per second of audio, for the ids of the report."""
-    with open(manifest_path, encoding="utf-8") as handle:
-        manifest = json.load(handle)
+    try:  # any manifest format speechkit reads; audio files are not needed, only durations and texts
+        manifest = load_manifest(manifest_path, {"data_root": os.path.dirname(manifest_path)},
+                                 check_files=False, require_duration=True, types={"text": str})
+    except (OSError, SpeechkitError) as error:
+        raise SystemExit(str(error)) from error
     missing = [i for i in ids if i not in manifest]
     if missing:
         raise SystemExit(f"{manifest_path}: {len(missing)} ids of the report are missing, "
                          f"e.g. {missing[0]!r}")
-    rates = {}
-    for utterance_id in ids:
-        entry = manifest[utterance_id]
-        if not entry.get("duration") or "text" not in entry:
-            raise SystemExit(f"{manifest_path}: entry {utterance_id!r} needs 'duration' and 'text'")
-        rates[utterance_id] = len(entry["text"]) / float(entry["duration"])
-    return rates
+    return {i: len(manifest[i]["text"]) / float(manifest[i]["duration"]) for i in ids}
 
 
 def main(argv=None) -> int:

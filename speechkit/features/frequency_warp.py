@@ -11,7 +11,7 @@ front-end (log or linear, normalized or not).
 Training on a continuum of warps gives the model more "speakers" than the corpus has.
 
 Example:
-    >>> warp = FrequencyWarp(sample_rate=16000, n_mels=80, warp_range=(0.9, 1.1))
+    >>> warp = FrequencyWarp(sample_rate=16000, warp_range=(0.9, 1.1))
     >>> feats = torch.randn(2, 100, 80)
     >>> warped, lengths = warp(feats, torch.tensor([100, 60]))
     >>> warped.shape
