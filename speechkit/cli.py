@@ -20,6 +20,7 @@ COMMANDS = {
     "new-recipe": ("speechkit.templating", "Copy a recipe template to a new folder, ready to run."),
     "corpus": ("speechkit.corpus.cli", "Generate the built-in synthetic speech corpus (FLAC + manifests)."),
     "manifest": ("speechkit.data.manifest_cli", "Walk an audio tree and write train/valid manifests."),
+    "trim-silence": ("speechkit.data.trim", "Point a manifest's audio at the speech, without edge silence."),
     "prepare-librispeech": ("speechkit.data.librispeech", "Write manifests for a LibriSpeech-layout tree."),
     "fetch": ("speechkit.pretrained.cli_fetch", "Fetch pretrained files (local path, Hub or URL)."),
     "export": ("speechkit.pretrained.export", "Turn a recipe's best checkpoint into a model folder."),

@@ -4,9 +4,7 @@ Every function is deterministic: randomness comes only from the ``numpy.random.G
 same plan always writes the same bytes.
 
 Example:
-    >>> from typing import Optional
-
-import numpy as np
+    >>> import numpy as np
     >>> wave = np.sin(np.arange(16000) / 10.0).astype(np.float32)
     >>> resample(wave, 16000, 8000).shape
     (8000,)
@@ -16,6 +14,8 @@ from __future__ import annotations
 from typing import Optional
 
 import numpy as np
+
+from speechkit.data.trim import speech_bounds
 
 
 def resample(wave: np.ndarray, orig_freq: float, new_freq: float, exact: bool = True,
@@ -73,15 +73,8 @@ def _is_smooth(n: int) -> bool:
 
 def trim_silence(wave: np.ndarray, threshold_db: float = -45.0, frame: int = 160) -> np.ndarray:
     """Cut leading and trailing frames quieter than ``threshold_db`` below the loudest frame."""
-    if len(wave) < frame:
-        return wave
-    frames = len(wave) // frame
-    energy = (wave[: frames * frame].reshape(frames, frame).astype(np.float64) ** 2).mean(axis=1)
-    level = 10.0 * np.log10(energy + 1e-12)
-    active = np.nonzero(level > level.max() + threshold_db)[0]
-    if len(active) == 0:
-        return wave
-    return wave[active[0] * frame: (active[-1] + 1) * frame]
+    first, last = speech_bounds(wave, threshold_db, frame)
+    return wave[first:last]
 
 
 def rms_dbfs(wave: np.ndarray) -> float:

@@ -24,6 +24,7 @@ from typing import Optional, Union
 import torch
 
 from speechkit.data import audio
+from speechkit.data.trim import trim_batch
 from speechkit.decoding.ctc import ctc_greedy_decode
 from speechkit.errors import HparamsError
 from speechkit.hparams import load_hparams
@@ -61,6 +62,11 @@ class Pretrained(torch.nn.Module):
         self.mods = torch.nn.ModuleDict(modules)
         self.device = torch.device(_option(run_opts, "device") or "cpu")
         self.sample_rate = int(hparams["sample_rate"])
+        self.trim_silence = hparams.get("trim_silence")
+        if self.trim_silence is not None and (not isinstance(self.trim_silence, dict)
+                                              or set(self.trim_silence) - {"margin", "threshold_db"}):
+            raise HparamsError(f"{source_description}: trim_silence must be a mapping with margin (seconds) "
+                               f"and threshold_db, got {self.trim_silence!r}")
         self.mods.to(self.device).eval()
         if isinstance(hparams.get("decoder"), torch.nn.Module):  # a search holding modules (e.g. an LM)
             hparams["decoder"].to(self.device).eval()
@@ -163,7 +169,10 @@ class Pretrained(torch.nn.Module):
         lengths = torch.as_tensor(lengths)
         if lengths.is_floating_point():
             raise ValueError("lengths must be absolute int64 sample counts, not relative lengths")
-        return wavs.to(self.device, torch.float32), lengths.to(self.device, torch.int64)
+        wavs, lengths = wavs.to(self.device, torch.float32), lengths.to(self.device, torch.int64)
+        if self.trim_silence is not None:  # the model was trained on trimmed recordings: the same view
+            wavs, lengths = trim_batch(wavs, lengths, self.sample_rate, **self.trim_silence)
+        return wavs, lengths
 
 
 class EncoderASR(Pretrained):

@@ -15,6 +15,7 @@ import yaml
 import speechkit
 from speechkit.checkpoints import Checkpointer
 from speechkit.cli import main as speechkit_main
+from speechkit.data.manifest import load_manifest
 from speechkit.pretrained import EncoderASR
 from speechkit.templating import copy_template, templates_root
 from tests.recipes.recipe_helpers import TINY_MODEL, run_script
@@ -50,7 +51,7 @@ def _best_checkpoint(save_folder: Path, key: str = "WER"):
     return best.path
 
 
-def test_copied_template_trains_and_reports_wer(trained_copy):
+def test_copied_template_trains_and_reports_wer(trained_copy, tiny_corpus):
     assert (trained_copy / "Tokenizer" / "results" / "tokenizer" / "tokenizer.model").is_file()
     results = trained_copy / "ASR" / "results" / "asr" / "1234"
     report = (results / "wer_test.txt").read_text()
@@ -59,6 +60,14 @@ def test_copied_template_trains_and_reports_wer(trained_copy):
     assert "stage: test" in log or "test" in log
     names = {p.name for p in _best_checkpoint(results / "save").iterdir()}
     assert {"encoder.ckpt", "ctc_head.ckpt", "decoder.ckpt", "lm.ckpt"} <= names
+    # Every split was read through a trimmed manifest: segments inside the original files.
+    for split in ("train", "valid", "test"):
+        rows = load_manifest(results / "manifests" / f"{split}.json", file_fields=())
+        whole = load_manifest(tiny_corpus / f"{split}.json", file_fields=())
+        assert rows.keys() == whole.keys()
+        for data_id, row in rows.items():
+            assert row["wav"]["file"] == whole[data_id]["wav"]
+            assert 0 < row["duration"] <= whole[data_id]["duration"]
 
 
 def test_copied_lm_step_writes_weights_the_asr_model_loads(trained_copy):
@@ -157,6 +166,7 @@ def test_copied_template_exports_a_model_that_transcribes(trained_copy, tiny_cor
     audio = tiny_corpus / "test" / "utt-test-000.flac"
     text = recognizer.transcribe_file(str(audio))
     assert isinstance(text, str)
+    assert recognizer.trim_silence == {"margin": 0.1, "threshold_db": -40.0}  # trained on trimmed audio
     # The exported LM is the recipe's: the beam search of the model folder uses the trained weights.
     best = _best_checkpoint(asr / "results" / "asr" / "1234" / "save")
     trained_lm = torch.load(best / "lm.ckpt", weights_only=True)

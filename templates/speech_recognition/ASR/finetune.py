@@ -23,7 +23,7 @@ from speechkit.stage import Stage
 
 sys.path.insert(0, str(Path(__file__).absolute().parent))  # not resolved: a recipe may link to this file
 from prepare import prepare_manifests  # noqa: E402
-from train import build_brain, dataio_prepare, load_tokenizer, make_scheduler  # noqa: E402
+from train import build_brain, dataio_prepare, load_tokenizer, make_scheduler, trim_edge_silence  # noqa: E402
 
 
 def load_pretrained(modules: dict, checkpoints_dir: str, min_key: str) -> list:
@@ -54,7 +54,7 @@ def main(argv):
     dist.run_on_main(prepare_manifests, args=(hparams,))  # builds the corpus once; the others wait
     manifests = prepare_manifests(hparams, build=False)
     tokenizer = load_tokenizer(hparams, manifests["train"])
-    datasets = dataio_prepare(hparams, manifests, tokenizer)
+    datasets = dataio_prepare(hparams, trim_edge_silence(hparams, manifests), tokenizer)
     modules = hparams["model"]["modules"]
     loaded = load_pretrained(modules, hparams["pretrained_checkpoints"], hparams["pretrained_min_key"])
     trainable = ", ".join(hparams["trainable_modules"])

@@ -11,6 +11,7 @@ The model lives in hparams/ASR.yaml (included by train.yaml and finetune.yaml). 
 """
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -20,6 +21,7 @@ import speechkit
 from speechkit import distributed as dist
 from speechkit.data import DynamicItemDataset, provides, read_audio, takes
 from speechkit.data.manifest import load_manifest
+from speechkit.data.trim import trim_manifest_files
 from speechkit.decoding import AttentionBeamSearch, Lexicon, ctc_greedy_decode, ctc_prefix_beam_search
 from speechkit.errors import HparamsError
 from speechkit.metrics import ErrorRateStats
@@ -179,6 +181,22 @@ def transcript_lexicon(manifest: str, tokenizer, data_folder: str) -> Lexicon:
     return Lexicon.from_tokenizer(tokenizer, {word for row in rows for word in str(row["text"]).split()})
 
 
+def trim_edge_silence(hparams: dict, manifests: dict) -> dict:
+    """The manifests, with those of ``trim_splits`` rewritten (once, on the main process) to read only the
+    speech and ``trim_margin`` seconds around it; unchanged when ``trim_margin`` is null."""
+    if hparams["trim_margin"] is None:
+        return manifests
+    unknown = sorted(set(hparams["trim_splits"]) - set(manifests))
+    if unknown:
+        raise HparamsError(f"trim_splits: no split {unknown[0]!r} (the splits are {sorted(manifests)})")
+    chosen = {split: manifests[split] for split in hparams["trim_splits"]}
+    options = {"replacements": {"data_root": hparams["data_folder"]}, "margin": hparams["trim_margin"],
+               "num_workers": min(8, os.cpu_count() or 1)}
+    folder = os.path.join(hparams["output_folder"], "manifests")
+    trimmed = dist.run_on_main(trim_manifest_files, args=(chosen, folder), kwargs=options)
+    return {**manifests, **dist.broadcast_object(trimmed)}
+
+
 def dataio_prepare(hparams: dict, manifests: dict, tokenizer) -> dict:
     """Datasets of the three splits: audio signal and token sequences, read lazily per item."""
     model = hparams["model"]
@@ -248,7 +266,7 @@ def main(argv):
     dist.run_on_main(prepare_manifests, args=(hparams,))  # builds the corpus once; the others wait
     manifests = prepare_manifests(hparams, build=False)
     tokenizer = load_tokenizer(hparams, manifests["train"])
-    datasets = dataio_prepare(hparams, manifests, tokenizer)
+    datasets = dataio_prepare(hparams, trim_edge_silence(hparams, manifests), tokenizer)
     load_lm(hparams)
     brain = build_brain(hparams, run_opts, tokenizer, manifests["train"])
     train_loader = brain.make_dataloader(datasets["train"], Stage.TRAIN, hparams["train_loader_kwargs"])

@@ -8,6 +8,7 @@ import pytest
 import soundfile
 import torch
 
+from speechkit.data.trim import speech_bounds
 from speechkit.errors import AudioError, CheckpointError, HparamsError, UnsafeSourceError
 from speechkit.pretrained import EncoderASR, EncoderDecoderASR, FetchFrom, FetchSource, Pretrained
 from tests.helpers.batch_invariance import assert_batch_invariant
@@ -131,3 +132,27 @@ def test_unreadable_audio_names_the_file(tiny_asr, tmp_path):
         asr.transcribe_file(tmp_path / "bad.wav")
     with pytest.raises(AudioError, match=r"missing\.flac"):
         asr.transcribe_file(tmp_path / "missing.flac")
+
+
+def test_trim_silence_gives_the_model_the_speech_alone(tiny_asr, tmp_path):
+    """A model folder with ``trim_silence`` cuts each input as ``speechkit trim-silence`` cut the files."""
+    plain_folder = tiny_asr.write_model_folder(tmp_path / "plain")
+    trimming_folder = tiny_asr.write_model_folder(tmp_path / "trimming")
+    yaml = (trimming_folder / "hyperparams.yaml").read_text()
+    (trimming_folder / "hyperparams.yaml").write_text(yaml + "trim_silence: {margin: 0.02}\n")
+    plain = EncoderASR.from_hparams(str(plain_folder))
+    trimming = EncoderASR.from_hparams(str(trimming_folder))
+    quiet = [1e-4 * torch.randn(n) for n in (8000, 4000, 2400)]
+    wavs = [torch.cat([quiet[0], tiny_asr.synthesize("bad cafe"), quiet[1]]),
+            torch.cat([tiny_asr.synthesize("feed a bee"), quiet[2]])]
+    for wav in wavs:
+        first, last = speech_bounds(wav.numpy(), margin=320)
+        expected, expected_lengths = plain.encode_batch(wav[first:last].unsqueeze(0))
+        got, got_lengths = trimming.encode_batch(wav.unsqueeze(0))
+        assert torch.equal(got, expected) and torch.equal(got_lengths, expected_lengths)
+        assert got_lengths[0] < plain.encode_batch(wav.unsqueeze(0))[1][0]
+    assert_batch_invariant(trimming.encode_batch, wavs)
+    assert trimming.transcribe_batch(wavs[0].unsqueeze(0))[0] == ["bad cafe"]
+    (trimming_folder / "hyperparams.yaml").write_text(yaml + "trim_silence: {margin: 0.1, threshold: -40}\n")
+    with pytest.raises(HparamsError, match=r"hyperparams\.yaml.*trim_silence must be a mapping"):
+        EncoderASR.from_hparams(str(trimming_folder))

@@ -1,0 +1,225 @@
+"""Edge silence: where speech starts and ends in a recording, and manifests that point at that part only.
+
+Read and synthetic speech usually carries a few hundred milliseconds of silence before and after the words.
+A recognizer learns nothing from most of it (the CTC blank covers silence after a few frames), yet every
+frame of it costs a step of the encoder. Trimming it in the manifest, as a ``{"file", "start", "stop"}``
+segment, keeps the audio files as they are, keeps the durations that the batch sampler sorts by exact, and
+costs nothing when the data is read (a seek instead of reading from the start).
+
+The detector compares the energy of short frames with the loudest frame of the recording, so it needs no
+calibration for the recording level; speech quieter than ``threshold_db`` below the peak at either end counts
+as silence. It is meant for edges only: pauses inside an utterance are kept.
+
+From the command line (``speechkit trim-silence``)::
+
+    speechkit trim-silence data/train.json data/train.trimmed.json --replace data_root=data --margin 0.1
+
+Example:
+    >>> rows = load_manifest("train.json", file_fields=())                             # doctest: +SKIP
+    >>> trimmed = trim_manifest(rows, {"data_root": "/corpora/x"}, margin=0.1)            # doctest: +SKIP
+    >>> trimmed["utt1"]["wav"]                                                             # doctest: +SKIP
+    {'file': '$data_root/utt1.flac', 'start': 3360, 'stop': 41120, 'unit': 'samples'}
+"""
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Mapping
+from typing import Any, Optional
+
+import numpy as np
+
+from speechkit.data.manifest import load_manifest, substitute, write_json_manifest
+from speechkit.errors import AudioError, ManifestError
+
+
+def speech_bounds(wave: np.ndarray, threshold_db: float = -40.0, frame: int = 160,
+                  margin: int = 0) -> tuple:
+    """``(first, last)`` sample of the speech in ``wave``: edge frames quieter than ``threshold_db`` below the
+    loudest frame are silence; ``margin`` samples of it are kept on each side.
+
+    Args:
+        wave: samples, shape (time,) or (time, channels) (channels are averaged in power).
+        threshold_db: level, relative to the loudest ``frame``-sample frame, under which a frame is silent.
+        frame: frame length in samples (160: 10 ms at 16 kHz).
+        margin: samples kept before the first and after the last loud frame.
+
+    Returns:
+        ``(first, last)`` with ``0 <= first < last <= len(wave)``; the whole wave when it is shorter than a
+        frame or has no frame above the threshold (all digital zero).
+
+    Example:
+        >>> wave = np.concatenate([np.zeros(1600), np.ones(800), np.zeros(1600)])
+        >>> speech_bounds(wave, margin=160)
+        (1440, 2560)
+    """
+    wave = np.asarray(wave)
+    length = len(wave)
+    frames = length // frame
+    if frames == 0:
+        return 0, length
+    power = wave[: frames * frame].astype(np.float64) ** 2
+    if power.ndim > 1:
+        power = power.mean(axis=1)
+    energy = power.reshape(frames, frame).mean(axis=1)
+    if energy.max() <= 0.0:
+        return 0, length
+    level = 10.0 * np.log10(energy + 1e-12)
+    loud = np.nonzero(level > level.max() + threshold_db)[0]
+    first = max(0, int(loud[0]) * frame - margin)
+    last = min(length, (int(loud[-1]) + 1) * frame + margin)
+    return first, last
+
+
+def trim_batch(wavs, lengths, sample_rate: int, margin: float = 0.1, threshold_db: float = -40.0) -> tuple:
+    """Trim each item of a zero-padded batch to its speech, as :func:`trim_manifest` trims files.
+
+    A model trained on trimmed manifests should see its input trimmed the same way at inference (the
+    per-utterance feature normalization would otherwise see other statistics); the pretrained interfaces
+    call this when their hyperparameters hold ``trim_silence: {margin: ..., threshold_db: ...}``.
+
+    Args:
+        wavs: (batch, time) float waveforms, zero-padded.
+        lengths: (batch,) int64 valid samples per item.
+        sample_rate: samples per second (frames are 10 ms).
+
+    Returns:
+        ``(trimmed, new_lengths)``: (batch, longest trimmed item) on the device of ``wavs``, and (batch,).
+
+    Example:
+        >>> wavs = torch.zeros(2, 16000); wavs[0, 4000:8000] = 0.5; wavs[1, :12000] = 0.5
+        >>> trim_batch(wavs, torch.tensor([16000, 12000]), 16000, margin=0.0)[1]
+        tensor([ 4000, 12000])
+    """
+    import torch
+
+    rows = []
+    for wave, length in zip(wavs, lengths.tolist()):
+        samples = wave[:length]
+        first, last = speech_bounds(samples.detach().cpu().numpy(), threshold_db, frame=sample_rate // 100,
+                                    margin=round(margin * sample_rate))
+        rows.append(samples[first:last])
+    new_lengths = torch.tensor([len(row) for row in rows], dtype=torch.int64, device=lengths.device)
+    return torch.nn.utils.rnn.pad_sequence(rows, batch_first=True), new_lengths
+
+
+def trim_manifest(rows: Mapping[str, Mapping[str, Any]], replacements: Optional[Mapping[str, str]] = None, *,
+                  field: str = "wav", margin: float = 0.1, threshold_db: float = -40.0,
+                  num_workers: int = 1, name: str = "manifest") -> dict:
+    """A copy of ``rows`` whose ``field`` is the speech segment of each recording, with ``duration`` to match.
+
+    Args:
+        rows: ``{id: {field: path or segment, "duration": ..., ...}}``, loaded with the placeholders kept
+            (``load_manifest(path, file_fields=())``), so that the output keeps them too.
+        replacements: values of the placeholders, to find the files.
+        field: the audio field; a value that is already a segment is trimmed inside that segment.
+        margin: seconds of silence kept on each side of the speech.
+        threshold_db: see :func:`speech_bounds`.
+        num_workers: processes reading audio (above 1, rows are read in parallel).
+        name: the manifest's path, named in errors.
+
+    Returns:
+        ``{id: row}`` in the order of ``rows``, ``row[field] = {"file", "start", "stop", "unit": "samples"}``.
+
+    Raises:
+        ManifestError: a row without ``field``, or with a file that cannot be read (names the id and file).
+    """
+    if margin < 0:
+        raise ValueError(f"margin must be >= 0 seconds, got {margin}")
+    if threshold_db >= 0:
+        raise ValueError(f"threshold_db must be below 0 (dB under the loudest frame), got {threshold_db}")
+    jobs = []
+    for data_id, row in rows.items():
+        if field not in row:
+            raise ManifestError(f"{name}: id {data_id!r}: no field {field!r} to trim (fields: {sorted(row)})")
+        jobs.append((f"{name}: id {data_id!r}", row[field], dict(replacements or {}), margin, threshold_db))
+    if num_workers > 1 and len(jobs) > 1:
+        import multiprocessing
+
+        with multiprocessing.Pool(num_workers) as pool:
+            found = pool.map(_segment_of, jobs, chunksize=32)
+    else:
+        found = [_segment_of(job) for job in jobs]
+    trimmed = {}
+    for (data_id, row), (segment, duration) in zip(rows.items(), found):
+        trimmed[data_id] = {**row, field: segment, "duration": duration}
+    return trimmed
+
+
+def trim_manifest_files(manifests: Mapping[str, str], folder: str,
+                        replacements: Optional[Mapping[str, str]] = None, **options: Any) -> dict:
+    """Write a trimmed copy of each manifest into ``folder`` (same file name; options as in
+    :func:`trim_manifest`) and return ``{split: trimmed path}``.
+
+    Example:
+        >>> trim_manifest_files({"train": "data/train.json"}, "results/manifests",   # doctest: +SKIP
+        ...                     {"data_root": "data"}, margin=0.1)
+        {'train': 'results/manifests/train.json'}
+    """
+    written = {}
+    for split, path in manifests.items():
+        target = os.path.join(folder, os.path.splitext(os.path.basename(path))[0] + ".json")
+        if os.path.abspath(target) == os.path.abspath(path):
+            raise ManifestError(f"{path}: the trimmed copy would overwrite it; choose another folder")
+        rows = load_manifest(path, file_fields=())
+        write_json_manifest(trim_manifest(rows, replacements, name=path, **options), target)
+        written[split] = target
+    return written
+
+
+def _segment_of(job: tuple) -> tuple:
+    """``(segment, duration in seconds)`` of one row's speech (runs in worker processes)."""
+    # Imported here: the corpus builder uses speech_bounds alone, without torch.
+    from speechkit.data.audio import read_array
+
+    where, source, replacements, margin, threshold_db = job
+    if isinstance(source, Mapping):
+        path, offset = source.get("file"), source.get("start") or 0
+        if source.get("unit", "samples") != "samples":
+            raise ManifestError(f"{where}: trimming needs segments in samples, got {dict(source)!r}")
+    else:
+        path, offset = source, 0
+    try:
+        wave, rate = read_array(substitute(source, replacements))
+    except AudioError as error:  # names the file
+        raise ManifestError(f"{where}: {error}") from None
+    first, last = speech_bounds(wave, threshold_db, frame=rate // 100, margin=round(margin * rate))
+    segment = {"file": path, "start": int(offset) + first, "stop": int(offset) + last, "unit": "samples"}
+    return segment, (last - first) / rate
+
+
+# -- command line ----------------------------------------------------------------------------------------
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("manifest", help="input manifest (.json, .jsonl, .csv)")
+    parser.add_argument("output", help="output JSON manifest (audio fields become segments)")
+    parser.add_argument("--replace", action="append", default=[], metavar="NAME=VALUE",
+                        help="value of a $NAME placeholder in the paths (repeatable); the output keeps $NAME")
+    parser.add_argument("--field", default="wav", help="the audio field (default: wav)")
+    parser.add_argument("--margin", type=float, default=0.1,
+                        help="seconds of silence kept before and after the speech (default 0.1)")
+    parser.add_argument("--threshold-db", type=float, default=-40.0,
+                        help="frames this far below the loudest frame are silence (default -40)")
+    parser.add_argument("--workers", type=int, default=min(8, os.cpu_count() or 1),
+                        help="processes reading audio (default: up to 8)")
+
+
+def run(args: argparse.Namespace) -> int:
+    if not args.output.endswith(".json"):
+        raise ManifestError(f"{args.output}: the output must be a .json manifest (segments are objects)")
+    replacements = {}
+    for item in args.replace:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise ManifestError(f"--replace {item!r}: expected NAME=VALUE")
+        replacements[name] = value
+    rows = load_manifest(args.manifest, file_fields=())
+    trimmed = trim_manifest(rows, replacements, field=args.field, margin=args.margin,
+                            threshold_db=args.threshold_db, num_workers=args.workers, name=args.manifest)
+    write_json_manifest(trimmed, args.output)
+    before = sum(float(row["duration"]) for row in rows.values())
+    after = sum(row["duration"] for row in trimmed.values())
+    print(f"{args.output}: {len(trimmed)} items, {after / 3600:.3f} h of {before / 3600:.3f} h "
+          f"({100 * (1 - after / max(before, 1e-9)):.1f}% trimmed)")
+    return 0
