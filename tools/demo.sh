@@ -3,7 +3,7 @@
 # language model, then the acoustic model), transcribe the test set (a voice never heard in training) with
 # CTC beam search and the LM, and print the word error rate.
 #
-#   tools/demo.sh                      # 5,700 utterances, then ~4 + ~10 minutes of training on 2 cores
+#   tools/demo.sh                      # 5,700 utterances, then ~3 + ~9 minutes of training on 2 cores
 #   tools/demo.sh --number_of_epochs 1 # any ASR train.py option or YAML override is passed on
 #
 # Environment: DATA (corpus folder, default data/SynthSpeech), OUT (results, default results/demo),
@@ -47,8 +47,12 @@ report = (out / "wer_test.txt").read_text().splitlines()
 test = json.loads((data / "test.json").read_text())
 voices = sorted({row["spk"] for row in test.values()})
 log = (out / "train_log.txt").read_text().strip().splitlines()
-print(f"LM training took {lm_seconds // 60} min {lm_seconds % 60} s; acoustic model training + evaluation "
-      f"{seconds // 60} min {seconds % 60} s; last lines of {out}/train_log.txt:")
+epochs = [re.search(r"stage: train .*duration: ([\d.]+)s", line) for line in log]
+epochs = [float(match.group(1)) for match in epochs if match]
+trained = round(sum(epochs))
+print(f"LM training took {lm_seconds // 60} min {lm_seconds % 60} s; acoustic model: {len(epochs)} epochs of "
+      f"training in {trained // 60} min {trained % 60} s, {seconds // 60} min {seconds % 60} s with data "
+      f"preparation and evaluation; last lines of {out}/train_log.txt:")
 print("\n".join("  " + line for line in log[-3:]))
 blocks = "\n".join(report).split("=" * 80)
 examples = [b.strip() for b in blocks if re.match(r"\s*\S+, %WER", b)][-3:]  # the best-decoded last
