@@ -1,9 +1,10 @@
-"""benchmarks/asr_train.py runs and prints its table on CPU (tiny sizes; the figures are not checked), also with
-the step traced whole by torch.compile (fullgraph: a graph break fails), as the GPU runs use it."""
+"""benchmarks/asr_train.py runs and prints its table on CPU (tiny sizes; the figures are not checked), also
+with the step traced whole by torch.compile (fullgraph: a graph break fails), as the GPU runs use it."""
 
 from __future__ import annotations
 
 import importlib.util
+import sys
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ TINY = ["--device", "cpu", "--d-models", "16", "--layers", "1", "--heads", "2", 
 def load_benchmark():
     spec = importlib.util.spec_from_file_location("asr_train_benchmark", SCRIPT)
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclass looks its module up there
     spec.loader.exec_module(module)
     return module
 
