@@ -16,6 +16,7 @@ import speechkit
 from speechkit.checkpoints import Checkpointer
 from speechkit.cli import main as speechkit_main
 from speechkit.data.manifest import load_manifest
+from speechkit.errors import HparamsError
 from speechkit.pretrained import EncoderASR
 from speechkit.templating import copy_template, templates_root
 from tests.recipes.recipe_helpers import TINY_MODEL, run_script
@@ -136,6 +137,14 @@ def test_test_hypotheses_identical_for_batch_size_1_8_and_dynamic(trained_copy, 
         assert runs["batch 1"] == runs["batch 8"] == runs["dynamic"], search
         # Empty hypotheses would make the comparison vacuous.
         assert all(runs["batch 1"].values()) if search == "greedy" else any(runs["batch 1"].values())
+
+
+def test_trim_splits_must_name_existing_splits(trained_copy, tiny_corpus):
+    recipe = _load_train_module(trained_copy / "ASR")
+    manifests = {s: str(tiny_corpus / f"{s}.json") for s in ("train", "valid", "test")}
+    assert recipe.trim_edge_silence({"trim_margin": None, "trim_splits": ["dev"]}, manifests) == manifests
+    with pytest.raises(HparamsError, match=r"trim_splits: no split 'dev' \(the splits are"):
+        recipe.trim_edge_silence({"trim_margin": 0.1, "trim_splits": ["train", "dev"]}, manifests)
 
 
 def test_template_lives_in_the_repository():
