@@ -8,8 +8,9 @@ downloaded into a cache shared by every job on the machine:
 - URLs use ``<cache_dir>/url/<hash of the URL>/<filename>``, where ``cache_dir`` defaults to
   ``$SPEECHKIT_CACHE`` or ``~/.cache/speechkit``.
 
-A download writes a temporary file that is renamed only once complete (and, if given, once its sha256
-matches), so an interrupted download never leaves a file that looks present. A file lock per cached file lets
+A download writes a part file that is renamed only once complete (and, if given, once its sha256 matches),
+so an interrupted download never leaves a file that looks present; the next attempt resumes it
+(:mod:`speechkit.pretrained.download`). A file lock per cached file lets
 one process download while every other rank or job on the machine waits and then reuses the result.
 
 Example:
@@ -21,13 +22,11 @@ from __future__ import annotations
 
 import enum
 import hashlib
-import http.client
 import logging
 import os
 import pathlib
 import re
 import shutil
-import tempfile
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -38,12 +37,12 @@ from typing import Optional, Union
 import filelock
 
 from speechkit.errors import FetchError
+from speechkit.pretrained.download import download, file_sha256
 
 logger = logging.getLogger(__name__)
 
 #: Seconds a process waits for another one's download of the same file before giving up.
 DEFAULT_LOCK_TIMEOUT_S = 6 * 3600.0
-_CHUNK_BYTES = 1 << 20
 # owner/name (or a bare name), as the Hub spells repo ids.
 _REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*(/[A-Za-z0-9][A-Za-z0-9_.\-]*)?$")
 
@@ -282,14 +281,14 @@ def _url_file(filename, source, online, cache_dir, sha256, lock_timeout_s) -> pa
     with _lock(cached, lock_timeout_s, where):
         if _is_usable(cached, sha256):  # another process finished it while we waited
             return cached
-        _download(url, cached, sha256, where)
+        download(url, cached, sha256, where)
     return cached
 
 
 def _is_usable(path: pathlib.Path, sha256: Optional[str]) -> bool:
     if not path.is_file():
         return False
-    return sha256 is None or _file_sha256(path) == sha256.lower()
+    return sha256 is None or file_sha256(path) == sha256.lower()
 
 
 def _lock(path: pathlib.Path, timeout_s: float, where: str):
@@ -311,52 +310,8 @@ def _lock(path: pathlib.Path, timeout_s: float, where: str):
     return _Guard()
 
 
-def _download(url: str, destination: pathlib.Path, sha256: Optional[str], where: str) -> None:
-    """Stream ``url`` to a temporary file beside ``destination``; rename it only when complete and checked."""
-    handle, tmp_name = tempfile.mkstemp(dir=destination.parent, prefix=f".{destination.name}.",
-                                        suffix=".part")
-    digest = hashlib.sha256()
-    received = 0
-    try:
-        with os.fdopen(handle, "wb") as out:
-            try:
-                with urllib.request.urlopen(url, timeout=60) as response:
-                    expected = response.headers.get("Content-Length")
-                    while True:
-                        chunk = response.read(_CHUNK_BYTES)
-                        if not chunk:
-                            break
-                        out.write(chunk)
-                        digest.update(chunk)
-                        received += len(chunk)
-            except urllib.error.HTTPError as error:
-                raise FetchError(f"cannot fetch {where}: HTTP {error.code} {error.reason}") from None
-            except (urllib.error.URLError, http.client.HTTPException, OSError) as error:
-                what = f"download interrupted after {received} bytes" if received else "no answer"
-                raise FetchError(f"cannot fetch {where}: {what} ({type(error).__name__}: {error})") from None
-            if expected is not None and received != int(expected):
-                raise FetchError(f"cannot fetch {where}: got {received} of {expected} bytes")
-            out.flush()
-            os.fsync(out.fileno())
-        if sha256 is not None and digest.hexdigest() != sha256.lower():
-            raise FetchError(f"cannot fetch {where}: sha256 {digest.hexdigest()} does not match the expected "
-                             f"{sha256.lower()}")
-        os.replace(tmp_name, destination)
-    finally:
-        if os.path.exists(tmp_name):
-            os.unlink(tmp_name)
-
-
-def _file_sha256(path: pathlib.Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(_CHUNK_BYTES), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def _check_sha256(path: pathlib.Path, expected: str, where: str) -> None:
-    actual = _file_sha256(path)
+    actual = file_sha256(path)
     if actual != expected.lower():
         raise FetchError(f"{where}: sha256 of {path} is {actual}, expected {expected.lower()}")
 

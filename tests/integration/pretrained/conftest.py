@@ -58,7 +58,9 @@ class _Server:
                   ranges: bool = False):
         start = 0
         requested = handler.headers.get("Range", "")
-        if ranges and requested.startswith("bytes=") and not head:  # resume: "bytes=N-"
+        if_range = handler.headers.get("If-Range")
+        unchanged = if_range is None or if_range == headers.get("ETag")  # else: the whole (new) file
+        if ranges and requested.startswith("bytes=") and not head and unchanged:  # resume: "bytes=N-"
             start = int(requested[len("bytes="):].split("-")[0])
             headers = {**headers, "Content-Range": f"bytes {start}-{len(data) - 1}/{len(data)}"}
         handler.send_response(206 if start else 200)
@@ -96,21 +98,29 @@ class _Server:
 
 
 class FileServer(_Server):
-    """Serves ``files`` (URL path -> bytes). ``drop_after[path] = n`` cuts the connection after n bytes;
-    ``delay_s`` slows every 4 KiB chunk (to make concurrent downloads overlap)."""
+    """Serves ``files`` (URL path -> bytes) with an ETag, and byte ranges unless ``ranges`` is False.
+    ``drop_after[path] = n`` cuts the connection after n bytes; ``delay_s`` slows every 4 KiB chunk (to make
+    concurrent downloads overlap); ``range_requests`` lists the ``Range`` headers received, in order."""
 
     def __init__(self):
         super().__init__()
         self.files = {}
         self.drop_after = {}
         self.delay_s = 0.0
+        self.ranges = True
+        self.range_requests = []
 
     def answer(self, handler, head):
         path = urllib.parse.unquote(urllib.parse.urlsplit(handler.path).path)
         if path not in self.files:
             return self.send_error(handler, 404)
-        self.send_body(handler, self.files[path], head, {"Content-Type": "application/octet-stream"},
-                       drop_after=self.drop_after.get(path), delay_s=self.delay_s)
+        if not head:
+            self.range_requests.append(handler.headers.get("Range"))
+        data = self.files[path]
+        etag = f'"{hashlib.sha256(data).hexdigest()}"'
+        headers = {"Content-Type": "application/octet-stream", "ETag": etag}
+        self.send_body(handler, data, head, headers, drop_after=self.drop_after.get(path),
+                       delay_s=self.delay_s, ranges=self.ranges)
 
 
 class HubServer(_Server):

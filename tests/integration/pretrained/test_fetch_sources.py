@@ -40,19 +40,46 @@ def test_url_missing_file_names_file_and_url(file_server, tmp_path):
         fetch("nothere.ckpt", f"{file_server.url}/m", tmp_path / "s")
 
 
-def test_dropped_connection_leaves_nothing_taken_as_complete(file_server, tmp_path):
-    path = "/m/big.ckpt"
-    file_server.files[path] = PAYLOAD
-    file_server.drop_after[path] = 5000
-    with pytest.raises(FetchError, match=r"big\.ckpt"):
+def _cut_download(file_server, tmp_path, path="/m/big.ckpt", data=PAYLOAD, cut=5000):
+    """A fetch of ``path`` whose connection drops after ``cut`` bytes; returns the cache path."""
+    file_server.files[path] = data
+    file_server.drop_after[path] = cut
+    cut_message = r"big\.ckpt.*interrupted after 5000 of 16384 bytes; the next fetch resumes"
+    with pytest.raises(FetchError, match=cut_message):
         fetch("big.ckpt", f"{file_server.url}/m", tmp_path / "s")
-    cached = url_cache_path(f"{file_server.url}{path}", "big.ckpt")
-    assert not cached.exists() and not (tmp_path / "s" / "big.ckpt").exists()
-    assert not [p for p in cached.parent.iterdir() if p.name.endswith(".part")]
-    # The next attempt (server healthy again) downloads the whole file.
     del file_server.drop_after[path]
+    return url_cache_path(f"{file_server.url}{path}", "big.ckpt")
+
+
+def test_dropped_connection_leaves_nothing_taken_as_complete_and_resumes(file_server, tmp_path):
+    cached = _cut_download(file_server, tmp_path)
+    assert not cached.exists() and not (tmp_path / "s" / "big.ckpt").exists()
+    assert (cached.parent / ".big.ckpt.part").stat().st_size == 5000
+    # The next attempt asks for the missing bytes only, and ends with the exact file and no leftovers.
+    good = hashlib.sha256(PAYLOAD).hexdigest()
+    assert fetch("big.ckpt", f"{file_server.url}/m", tmp_path / "s", sha256=good).read_bytes() == PAYLOAD
+    assert file_server.range_requests == [None, "bytes=5000-"]
+    assert sorted(p.name for p in cached.parent.iterdir() if not p.name.endswith(".lock")) == ["big.ckpt"]
+
+
+def test_resume_restarts_when_the_file_changed_or_ranges_are_ignored(file_server, tmp_path):
+    cached = _cut_download(file_server, tmp_path)
+    changed = PAYLOAD[::-1]
+    file_server.files["/m/big.ckpt"] = changed  # new ETag: If-Range makes the server send all of it
+    assert fetch("big.ckpt", f"{file_server.url}/m", tmp_path / "s").read_bytes() == changed
+    assert file_server.range_requests[-1] == "bytes=5000-"
+    cached.unlink()
+    _cut_download(file_server, tmp_path, data=PAYLOAD)
+    file_server.ranges = False  # answers 200 with the whole file to a range request
+    assert fetch("big.ckpt", f"{file_server.url}/m", tmp_path / "s2").read_bytes() == PAYLOAD
+
+
+def test_resumed_download_with_a_wrong_sha256_is_removed(file_server, tmp_path):
+    cached = _cut_download(file_server, tmp_path)
+    with pytest.raises(FetchError, match=r"big\.ckpt.*sha256 [0-9a-f]{64} does not match"):
+        fetch("big.ckpt", f"{file_server.url}/m", tmp_path / "s", sha256="0" * 64)
+    assert not [p for p in cached.parent.iterdir() if not p.name.endswith(".lock")]
     assert fetch("big.ckpt", f"{file_server.url}/m", tmp_path / "s").read_bytes() == PAYLOAD
-    assert file_server.gets(path) == 2
 
 
 def test_hub_download_cut_mid_file_resumes_to_the_exact_file(hub_server, tmp_path):
