@@ -29,6 +29,7 @@ from typing import Any, Optional
 
 import numpy as np
 
+from speechkit.cli import name_value
 from speechkit.data.manifest import load_manifest, substitute, write_json_manifest
 from speechkit.errors import AudioError, ManifestError
 
@@ -194,7 +195,7 @@ def _segment_of(job: tuple) -> tuple:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("manifest", help="input manifest (.json, .jsonl, .csv)")
     parser.add_argument("output", help="output JSON manifest (audio fields become segments)")
-    parser.add_argument("--replace", action="append", default=[], metavar="NAME=VALUE",
+    parser.add_argument("--replace", action="append", default=[], type=name_value, metavar="NAME=VALUE",
                         help="value of a $NAME placeholder in the paths (repeatable); the output keeps $NAME")
     parser.add_argument("--field", default="wav", help="the audio field (default: wav)")
     parser.add_argument("--margin", type=float, default=0.1,
@@ -208,14 +209,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     if not args.output.endswith(".json"):
         raise ManifestError(f"{args.output}: the output must be a .json manifest (segments are objects)")
-    replacements = {}
-    for item in args.replace:
-        name, sep, value = item.partition("=")
-        if not sep or not name:
-            raise ManifestError(f"--replace {item!r}: expected NAME=VALUE")
-        replacements[name] = value
     rows = load_manifest(args.manifest, file_fields=())
-    trimmed = trim_manifest(rows, replacements, field=args.field, margin=args.margin,
+    trimmed = trim_manifest(rows, dict(args.replace), field=args.field, margin=args.margin,
                             threshold_db=args.threshold_db, num_workers=args.workers, name=args.manifest)
     write_json_manifest(trimmed, args.output)
     before = sum(float(row["duration"]) for row in rows.values())

@@ -22,6 +22,8 @@ import pathlib
 import sys
 from typing import Optional
 
+from speechkit.cli import name_value
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("source", help="Model folder: local path, Hub repo id or http(s) URL.")
@@ -29,7 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--output", default=None, help="Folder for wer.txt and summary.json (main process).")
     parser.add_argument("--audio-field", default="wav", help="Manifest field holding the audio path.")
     parser.add_argument("--text-field", default="words", help="Manifest field holding the reference text.")
-    parser.add_argument("--replacement", action="append", default=[], metavar="NAME=VALUE",
+    parser.add_argument("--replacement", action="append", default=[], type=name_value, metavar="NAME=VALUE",
                         help="Replace $NAME in manifest paths (e.g. data_root=/corpora/x).")
     parser.add_argument("--batch-size", type=int, default=8, help="Utterances per forward pass.")
     parser.add_argument("--savedir", default=None, help="Where the model's files appear.")
@@ -61,7 +63,7 @@ def evaluate(args: argparse.Namespace) -> Optional[dict]:
     from speechkit.run_options import RunOptions
 
     ctx = dist.init(RunOptions(device=args.device))
-    replacements = dict(item.split("=", 1) for item in args.replacement)
+    replacements = dict(args.replacement)
     data = load_manifest(args.manifest, replacements=replacements)
     for utt_id, row in data.items():
         for field in (args.audio_field, args.text_field):

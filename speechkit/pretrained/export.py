@@ -25,6 +25,7 @@ import os
 import pathlib
 import shutil
 
+from speechkit.cli import name_value
 from speechkit.errors import CheckpointError, SpeechkitError
 
 logger = logging.getLogger(__name__)
@@ -38,9 +39,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_mutually_exclusive_group()
     group.add_argument("--min-key", default=None, help="Pick the checkpoint with the lowest value (WER).")
     group.add_argument("--max-key", default=None, help="Pick the checkpoint with the highest value.")
-    parser.add_argument("--map", action="append", default=[], metavar="NAME=CKPT[:PREFIX]",
+    parser.add_argument("--map", action="append", default=[], type=name_value, metavar="NAME=CKPT[:PREFIX]",
                         help="Loadable NAME takes the tensors of CKPT.ckpt whose keys start with PREFIX.")
-    parser.add_argument("--file", action="append", default=[], metavar="NAME=PATH",
+    parser.add_argument("--file", action="append", default=[], type=name_value, metavar="NAME=PATH",
                         help="Loadable NAME's file is copied from PATH (e.g. a tokenizer model).")
     parser.add_argument("--name", default=None, help="Model name for the card (default: the output folder).")
     parser.add_argument("--description", default="", help="A paragraph for the model card.")
@@ -51,7 +52,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     folder = export_model(
         args.checkpoints, args.hparams, args.output, min_key=args.min_key, max_key=args.max_key,
-        mapping=_pairs(args.map, "--map"), files=_pairs(args.file, "--file"), name=args.name,
+        mapping=dict(args.map), files=dict(args.file), name=args.name,
         description=args.description, force=args.force, verify=not args.no_verify)
     print(folder)
     return 0
@@ -189,13 +190,3 @@ Exported on {when} from `{checkpoint.path.name}` ({chosen}), epoch {epoch}, step
 | --- | --- | --- |
 {file_rows}
 """
-
-
-def _pairs(items: list, flag: str) -> dict:
-    result = {}
-    for item in items:
-        key, eq, value = item.partition("=")
-        if not eq or not key or not value:
-            raise SpeechkitError(f"{flag} {item!r}: expected NAME=VALUE")
-        result[key] = value
-    return result

@@ -128,5 +128,6 @@ def test_command_writes_the_trimmed_manifest_and_reports_errors(recordings, tmp_
     assert "id 'a'" in capsys.readouterr().err
     assert out.read_text() == before  # a failed run leaves the earlier output as it was
     assert cli.main(["trim-silence", str(path), str(tmp_path / "x.csv")]) == 1
-    assert cli.main(["trim-silence", str(path), str(out), "--replace", "data_root"]) == 1
-    assert "NAME=VALUE" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        cli.main(["trim-silence", str(path), str(out), "--replace", "data_root"])
+    assert "--replace: expected NAME=VALUE, got 'data_root'" in capsys.readouterr().err
