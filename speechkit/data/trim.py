@@ -152,6 +152,9 @@ def trim_manifest_files(manifests: Mapping[str, str], folder: str,
     """Write a trimmed copy of each manifest into ``folder`` (same file name; options as in
     :func:`trim_manifest`) and return ``{split: trimmed path}``.
 
+    A copy newer than its manifest is kept as it is, so a resumed run does not read every file again: name
+    ``folder`` after the options (a copy made with other options is not detected).
+
     Example:
         >>> trim_manifest_files({"train": "data/train.json"}, "results/manifests",   # doctest: +SKIP
         ...                     {"data_root": "data"}, margin=0.1)
@@ -162,8 +165,9 @@ def trim_manifest_files(manifests: Mapping[str, str], folder: str,
         target = os.path.join(folder, os.path.splitext(os.path.basename(path))[0] + ".json")
         if os.path.abspath(target) == os.path.abspath(path):
             raise ManifestError(f"{path}: the trimmed copy would overwrite it; choose another folder")
-        rows = load_manifest(path, file_fields=())
-        write_json_manifest(trim_manifest(rows, replacements, name=path, **options), target)
+        if not (os.path.isfile(target) and os.path.getmtime(target) >= os.path.getmtime(path)):
+            rows = load_manifest(path, file_fields=())
+            write_json_manifest(trim_manifest(rows, replacements, name=path, **options), target)
         written[split] = target
     return written
 

@@ -63,7 +63,7 @@ def test_copied_template_trains_and_reports_wer(trained_copy, tiny_corpus):
     assert {"encoder.ckpt", "ctc_head.ckpt", "decoder.ckpt", "lm.ckpt"} <= names
     # Every split was read through a trimmed manifest: segments inside the original files.
     for split in ("train", "valid", "test"):
-        rows = load_manifest(results / "manifests" / f"{split}.json", file_fields=())
+        rows = load_manifest(results / "manifests" / "trim_margin-0.1" / f"{split}.json", file_fields=())
         whole = load_manifest(tiny_corpus / f"{split}.json", file_fields=())
         assert rows.keys() == whole.keys()
         for data_id, row in rows.items():

@@ -182,8 +182,9 @@ def transcript_lexicon(manifest: str, tokenizer, data_folder: str) -> Lexicon:
 
 
 def trim_edge_silence(hparams: dict, manifests: dict) -> dict:
-    """The manifests, with those of ``trim_splits`` rewritten (once, on the main process) to read only the
-    speech and ``trim_margin`` seconds around it; unchanged when ``trim_margin`` is null."""
+    """The manifests, with those of ``trim_splits`` rewritten (once, on the main process; kept for a resumed
+    run) to read only the speech and ``trim_margin`` seconds around it; unchanged when ``trim_margin`` is
+    null."""
     if hparams["trim_margin"] is None:
         return manifests
     unknown = sorted(set(hparams["trim_splits"]) - set(manifests))
@@ -192,7 +193,7 @@ def trim_edge_silence(hparams: dict, manifests: dict) -> dict:
     chosen = {split: manifests[split] for split in hparams["trim_splits"]}
     options = {"replacements": {"data_root": hparams["data_folder"]}, "margin": hparams["trim_margin"],
                "num_workers": min(8, os.cpu_count() or 1)}
-    folder = os.path.join(hparams["output_folder"], "manifests")
+    folder = os.path.join(hparams["output_folder"], "manifests", f"trim_margin-{hparams['trim_margin']}")
     trimmed = dist.run_on_main(trim_manifest_files, args=(chosen, folder), kwargs=options)
     return {**manifests, **dist.broadcast_object(trimmed)}
 

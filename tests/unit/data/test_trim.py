@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -10,7 +11,7 @@ from speechkit import cli
 from speechkit.data import audio
 from speechkit.data.dataset import DynamicItemDataset
 from speechkit.data.manifest import load_manifest, write_json_manifest
-from speechkit.data.trim import speech_bounds, trim_manifest
+from speechkit.data.trim import speech_bounds, trim_manifest, trim_manifest_files
 from speechkit.errors import ManifestError
 
 RATE = 16000
@@ -95,6 +96,23 @@ def test_trimming_a_segment_trims_inside_it_and_workers_agree(recordings):
     inner = {"a": {**rows["a"], "wav": {"file": rows["a"]["wav"], "start": 8000, "stop": 28000}}}
     segment = trim_manifest(inner, {"data_root": str(root)}, margin=0.0)["a"]["wav"]
     assert segment["start"] == 8000 and abs(segment["stop"] - 20000) <= 160
+
+
+def test_manifest_files_are_trimmed_once_until_the_manifest_changes(recordings, tmp_path):
+    root, path, _ = recordings
+    manifests, folder = {"train": str(path)}, str(tmp_path / "trimmed")
+    replacements = {"data_root": str(root)}
+    written = trim_manifest_files(manifests, folder, replacements)
+    assert written == {"train": str(tmp_path / "trimmed" / "train.json")}
+    first = load_manifest(written["train"], file_fields=())
+    (root / "b.flac").unlink()  # a second call reads no audio: the copy is newer than the manifest
+    assert trim_manifest_files(manifests, folder, replacements) == written
+    assert load_manifest(written["train"], file_fields=()) == first
+    os.utime(path, (os.path.getmtime(written["train"]) + 10,) * 2)  # the manifest changed: trim again
+    with pytest.raises(ManifestError, match="id 'b'"):
+        trim_manifest_files(manifests, folder, replacements)
+    with pytest.raises(ManifestError, match="would overwrite it"):
+        trim_manifest_files(manifests, str(tmp_path), replacements)
 
 
 def test_bad_rows_and_settings_are_named(recordings, tmp_path):
