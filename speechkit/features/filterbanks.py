@@ -31,6 +31,13 @@ def mel_to_hz(mel):
     return 700.0 * (10.0 ** (mel / 2595.0) - 1.0)
 
 
+def mel_edges(n_mels: int, f_min: float, f_max: float, device=None) -> torch.Tensor:
+    """(n_mels + 2,) float64 frequencies in Hz, equally spaced on the mel scale from f_min to f_max: the edges
+    of the triangular filters, whose centres are ``[1:-1]``."""
+    grid = torch.linspace(hz_to_mel(f_min), hz_to_mel(f_max), n_mels + 2, dtype=torch.float64, device=device)
+    return mel_to_hz(grid)
+
+
 def mel_filterbank(n_freqs: int, n_mels: int, sample_rate: int, f_min: float = 0.0,
                    f_max: Optional[float] = None, norm: Optional[str] = None) -> torch.Tensor:
     """(n_freqs, n_mels) triangular filters, equally spaced on the mel scale between f_min and f_max.
@@ -44,7 +51,7 @@ def mel_filterbank(n_freqs: int, n_mels: int, sample_rate: int, f_min: float = 0
     if n_mels < 1:
         raise ValueError(f"n_mels must be >= 1, got {n_mels}")
     freqs = torch.linspace(0.0, sample_rate / 2.0, n_freqs, dtype=torch.float64)
-    edges = mel_to_hz(torch.linspace(hz_to_mel(f_min), hz_to_mel(f_max), n_mels + 2, dtype=torch.float64))
+    edges = mel_edges(n_mels, f_min, f_max)
     lower, center, upper = edges[:-2], edges[1:-1], edges[2:]
     rising = (freqs.unsqueeze(1) - lower) / (center - lower)
     falling = (upper - freqs.unsqueeze(1)) / (upper - center)

@@ -24,7 +24,7 @@ from typing import Optional
 
 import torch
 
-from speechkit.features.filterbanks import hz_to_mel, mel_to_hz
+from speechkit.features.filterbanks import hz_to_mel, mel_edges
 from speechkit.features.masks import check_lengths
 
 
@@ -69,7 +69,7 @@ def frequency_warp(x: torch.Tensor, alpha: torch.Tensor, sample_rate: int = 1600
     n_mels = x.shape[2]
     low, high = hz_to_mel(f_min), hz_to_mel(f_max)
     step = (high - low) / (n_mels + 1)
-    centres = mel_to_hz(low + step * torch.arange(1, n_mels + 1, dtype=torch.float64, device=x.device))
+    centres = mel_edges(n_mels, f_min, f_max, device=x.device)[1:-1]
     source = inverse_warp(centres, alpha.to(device=x.device, dtype=torch.float64), boundary, f_max)
     # Fractional channel index of each source frequency, kept inside the channels that exist.
     position = ((hz_to_mel(source) - low) / step - 1.0).clamp(0.0, n_mels - 1.0)
