@@ -2,7 +2,6 @@
 fine-tuning leaves every other weight bit-identical; test hypotheses do not depend on batching."""
 from __future__ import annotations
 
-import importlib.util
 import os
 import subprocess
 import sys
@@ -19,6 +18,7 @@ from speechkit.data.manifest import load_manifest
 from speechkit.errors import HparamsError
 from speechkit.pretrained import EncoderASR
 from speechkit.templating import copy_template, templates_root
+from tests.helpers.scripts import load_script
 from tests.recipes.recipe_helpers import TINY_MODEL, run_script
 
 pytestmark = pytest.mark.slow  # each test starts recipe processes (a few seconds each)
@@ -99,14 +99,7 @@ def test_lm_only_finetuning_keeps_every_other_weight(trained_copy, tiny_corpus):
 
 def _load_train_module(folder: Path):
     """Import a copy's ASR/train.py under a unique name (its folder goes on sys.path for prepare.py)."""
-    spec = importlib.util.spec_from_file_location(f"asr_train_{abs(hash(folder))}", folder / "train.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.path.insert(0, str(folder))
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        sys.path.remove(str(folder))
-    return module
+    return load_script(folder / "train.py", f"asr_train_{abs(hash(folder))}", search_path=folder)
 
 
 def test_test_hypotheses_identical_for_batch_size_1_8_and_dynamic(trained_copy, tiny_corpus):

@@ -3,11 +3,11 @@ with the step traced whole by torch.compile (fullgraph: a graph break fails), as
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.helpers.scripts import load_script
 
 SCRIPT = Path(__file__).parents[3] / "benchmarks" / "asr_train.py"
 TINY = ["--device", "cpu", "--d-models", "16", "--layers", "1", "--heads", "2", "--kernel-size", "3",
@@ -15,11 +15,7 @@ TINY = ["--device", "cpu", "--d-models", "16", "--layers", "1", "--heads", "2", 
 
 
 def load_benchmark():
-    spec = importlib.util.spec_from_file_location("asr_train_benchmark", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclass looks its module up there
-    spec.loader.exec_module(module)
-    return module
+    return load_script(SCRIPT, "asr_train_benchmark")
 
 
 @pytest.mark.parametrize("compile_options", [[], ["--compile", "--compile-backend", "eager"]])

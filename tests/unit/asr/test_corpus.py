@@ -180,11 +180,8 @@ def test_command_line_builds_a_corpus(tmp_path, capsys):
 
 
 def test_tools_wrapper_reports_errors_without_a_traceback(tmp_path, capsys):
-    import importlib.util
+    from tests.helpers.scripts import load_script
 
-    path = os.path.join(os.path.dirname(__file__), "..", "..", "..", "tools", "make_corpus.py")
-    spec = importlib.util.spec_from_file_location("make_corpus", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_script(os.path.join(os.path.dirname(__file__), "..", "..", "..", "tools", "make_corpus.py"))
     assert module.main([str(tmp_path / "x"), "--voices", "rms,nobody"]) == 1
     assert "unknown corpus voice 'nobody'" in capsys.readouterr().err

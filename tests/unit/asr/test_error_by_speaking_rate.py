@@ -1,22 +1,19 @@
 """tools/error_by_speaking_rate.py: groups a real ErrorRateStats report by speaking rate, names bad input."""
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
 
 from speechkit.metrics import ErrorRateStats
+from tests.helpers.scripts import load_script
 
 TOOL = Path(__file__).parents[3] / "tools" / "error_by_speaking_rate.py"
 
 
 def load_tool():
-    spec = importlib.util.spec_from_file_location("error_by_speaking_rate", TOOL)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(TOOL)
 
 
 def test_groups_are_ordered_by_rate_and_count_each_utterance_once(tmp_path, capsys):
