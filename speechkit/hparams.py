@@ -24,7 +24,7 @@ import ruamel.yaml
 from hyperpyyaml import load_hyperpyyaml
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
-from speechkit.errors import HparamsError
+from speechkit.errors import HparamsError, SpeechkitError
 from speechkit.run_options import parse_arguments  # noqa: F401  (re-exported for recipes)
 
 __all__ = ["load_hparams", "parse_arguments", "resolve_hparams_text"]
@@ -34,7 +34,8 @@ _OBJECT_TAGS = ("!new:", "!name:", "!apply:", "!applyref:", "!module:")
 
 
 def load_hparams(
-    path: Union[str, os.PathLike], overrides: Union[dict, str, None] = None, run_opts: Any = None
+    path: Union[str, os.PathLike], overrides: Union[dict, str, None] = None, run_opts: Any = None,
+    guard: Any = None,
 ) -> dict:
     """Load ``path`` into a dict of objects, after applying ``overrides``.
 
@@ -44,6 +45,9 @@ def load_hparams(
             (``"lr: 0.1"``). Every overridden key must exist in the file.
         run_opts: optional :class:`~speechkit.run_options.RunOptions`; a ``--seed`` given on the command line
             replaces the file's top-level ``seed`` key (so ``!ref <seed>`` sees it).
+        guard: for a file from an untrusted source, an object with ``check(text)``, called on the text after
+            overrides, and ``loader``, the loader class for hyperpyyaml's construction pass (see
+            :class:`speechkit.pretrained.safety.UntrustedYamlGuard`).
 
     Returns:
         A dict of the top-level keys (keys starting with ``__`` are dropped, as in hyperpyyaml).
@@ -54,9 +58,13 @@ def load_hparams(
     path = os.fspath(path)
     objects: list = []
     text = resolve_hparams_text(path, overrides, run_opts, objects)
+    options = {}
+    if guard is not None:
+        guard.check(text)
+        options["loader"] = guard.loader
     try:
-        hparams = load_hyperpyyaml(io.StringIO(text))
-    except HparamsError:
+        hparams = load_hyperpyyaml(io.StringIO(text), **options)
+    except SpeechkitError:
         raise
     except Exception as error:  # hyperpyyaml raises many kinds; name the object that failed when we can
         message = str(error)
@@ -207,7 +215,14 @@ def _check_tree(
     elif tag.startswith(_OBJECT_TAGS):
         target = tag.split(":", 1)[1]
         objects.append((target, key, where))
-        if pydoc.locate(target) is None:
+        try:
+            found = pydoc.locate(target)
+        except pydoc.ErrorDuringImport as error:  # the module exists but raised while importing
+            raise HparamsError(
+                f"{where}: key '{key}': cannot import '{target}' ({tag.split(':')[0]}): importing "
+                f"{error.filename} raised {error.exc.__name__}: {error.value}"
+            ) from None
+        if found is None:
             raise HparamsError(
                 f"{where}: key '{key}': cannot import '{target}' ({tag.split(':')[0]}); check the "
                 "module path and that its package is installed"

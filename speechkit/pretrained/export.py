@@ -172,8 +172,8 @@ model = Pretrained.from_hparams("<this folder, Hub repo id or URL>")
 print(model.transcribe_file("speech.flac"))
 ```
 
-or `speechkit transcribe <source> speech.flac`. A copy from a Hub repo or a URL builds only speechkit and
-torch objects unless `trust_remote_code=True` is passed.
+or `speechkit transcribe <source> speech.flac`. A copy from a Hub repo or a URL builds only the classes and
+functions on speechkit's allowlist unless `trust_remote_code=True` is passed.
 
 ## Checkpoint
 
