@@ -25,7 +25,7 @@ from hyperpyyaml import load_hyperpyyaml
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
 from speechkit.errors import HparamsError, SpeechkitError
-from speechkit.run_options import parse_arguments  # noqa: F401  (re-exported for recipes)
+from speechkit.run_options import check_option_value, parse_arguments  # noqa: F401  (parse_arguments: re-exported)
 
 __all__ = ["load_hparams", "parse_arguments", "resolve_hparams_text"]
 
@@ -91,6 +91,10 @@ def resolve_hparams_text(
     if seed is not None and "seed" in getattr(run_opts, "explicit", ()) and "seed" in tree:
         override_tree = _merge(override_tree, {"seed": seed})
     _apply_overrides(tree, override_tree, path, prefix="")
+    for key, value in tree.items():  # run options the YAML sets (read by RunOptions.merged_with)
+        if not _tag(value):
+            line = _line_of(tree, key)
+            check_option_value(str(key), value, f"{path}, line {line}" if line else path)
     _check_tree(
         tree,
         tree,
@@ -189,7 +193,27 @@ def _apply_overrides(tree: dict, overrides: dict, path: str, prefix: str) -> Non
         elif isinstance(value, dict) and not _tag(value) and isinstance(current, dict):
             _apply_overrides(current, value, path, prefix=f"{dotted}.")
         else:
+            _check_override_type(current, value, path, dotted, _line_of(tree, key), top_level=not prefix)
             tree[key] = value
+
+
+def _check_override_type(current: Any, value: Any, path: str, dotted: str, line: Optional[int],
+                         top_level: bool) -> None:
+    """An override must fit the type of a number or boolean it replaces (``--number_of_epochs abc``)."""
+    where = f"{path}, line {line}" if line else path
+    if top_level and check_option_value(dotted, value, f"{where}: override"):
+        return
+    if _tag(current) or _tag(value) or current is None:
+        return
+    if isinstance(current, bool):
+        fits = isinstance(value, bool) or value in (0, 1)
+    elif isinstance(current, (int, float)):
+        fits = isinstance(value, (int, float)) and not isinstance(value, bool)
+    else:
+        return
+    if not fits:
+        raise HparamsError(f"{where}: override '{dotted}' = {value!r} does not fit the key's "
+                           f"{type(current).__name__} value {current!r}")
 
 
 def _tagged_mapping(tag: str) -> ruamel.yaml.comments.CommentedMap:
@@ -220,7 +244,7 @@ def _check_tree(
         except pydoc.ErrorDuringImport as error:  # the module exists but raised while importing
             raise HparamsError(
                 f"{where}: key '{key}': cannot import '{target}' ({tag.split(':')[0]}): importing "
-                f"{error.filename} raised {error.exc.__name__}: {error.value}"
+                f"{error.filename} raised {error.exc.__name__}: {error.value}{_raised_at(error.tb)}"
             ) from None
         if found is None:
             raise HparamsError(
@@ -250,6 +274,15 @@ def _check_tree(
             except (AttributeError, KeyError, TypeError):
                 pass
             _check_tree(sub_node, root, path, base_dir, f"{key}[{index}]", sub_line, objects)
+
+
+def _raised_at(traceback: Any) -> str:
+    """' (at FILE, line N)' of the innermost frame of an import error, so the broken module can be opened."""
+    while traceback is not None and traceback.tb_next is not None:
+        traceback = traceback.tb_next
+    if traceback is None:
+        return ""
+    return f" (at {traceback.tb_frame.f_code.co_filename}, line {traceback.tb_lineno})"
 
 
 def _check_reference(text: str, root: dict, where: str, key: str, tag: str) -> None:
