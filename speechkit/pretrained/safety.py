@@ -40,7 +40,7 @@ MAX_EXPANDED_NODES = 200_000
 _CALLABLE_TAGS = ("!new:", "!name:", "!apply:", "!applyref:")
 _YAML_TYPES = {f"tag:yaml.org,2002:{name}" for name in
                ("str", "int", "float", "bool", "null", "map", "seq", "timestamp", "merge")}
-_REFERENCE = re.compile(r"<([^<>]*)>")
+_REFERENCE = re.compile(r"<([^>]*)>")  # as hyperpyyaml finds references
 _TUPLE = re.compile(r"^\(.*\)$", re.DOTALL)  # hyperpyyaml's implicit !tuple resolver
 _TRUST_HINT = "(pass trust_remote_code=True if you trust this source, or allow=[...] for exact names)"
 
