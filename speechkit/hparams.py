@@ -58,14 +58,22 @@ def load_hparams(
     path = os.fspath(path)
     objects: list = []
     text = resolve_hparams_text(path, overrides, run_opts, objects)
-    options = {}
     if guard is not None:
         guard.check(text)
-        options["loader"] = guard.loader
     try:
-        hparams = load_hyperpyyaml(io.StringIO(text), **options)
+        loader = _naming_failures(guard.loader if guard is not None else ruamel.yaml.Loader)
+        hparams = load_hyperpyyaml(io.StringIO(text), loader=loader)
     except SpeechkitError:
         raise
+    except _BuildError as error:  # a constructor or function raised: name the keys that use it
+        users = [(key, where) for target, key, where in objects if target == error.target]
+        cause = f"{error.tag} raised {type(error.cause).__name__}: {error.cause}"
+        if len(users) == 1:
+            message = f"{users[0][1]}: key '{users[0][0]}': {cause}"
+        else:
+            used_by = "; ".join(f"key '{key}' ({where})" for key, where in users)
+            message = f"{path}: {cause}" + (f" (used by {used_by})" if used_by else "")
+        raise HparamsError(message) from error.cause
     except Exception as error:  # hyperpyyaml raises many kinds; name the object that failed when we can
         message = str(error)
         culprits = [(target, key, where) for target, key, where in objects if target in message]
@@ -74,6 +82,33 @@ def load_hparams(
             f"{place}: cannot build the hyperparameters: {type(error).__name__}: {message}"
         ) from error
     return dict(hparams)
+
+
+class _BuildError(Exception):
+    """A tag's constructor or function raised (carries the tag, for the message)."""
+
+    def __init__(self, tag: str, cause: Exception):
+        super().__init__(f"{tag}: {cause}")
+        self.tag, self.target, self.cause = tag, tag.split(":", 1)[1], cause
+
+
+def _naming_failures(base: type) -> type:
+    """A subclass of the loader ``base`` whose tag constructors report which tag raised."""
+
+    class NamingLoader(base):
+        @classmethod
+        def add_multi_constructor(cls, tag_prefix, multi_constructor):
+            def named(loader, suffix, node):
+                try:
+                    return multi_constructor(loader, suffix, node)
+                except (SpeechkitError, _BuildError):
+                    raise
+                except Exception as error:
+                    raise _BuildError(f"{tag_prefix}{suffix}", error) from error
+
+            super().add_multi_constructor(tag_prefix, named)
+
+    return NamingLoader
 
 
 def resolve_hparams_text(

@@ -156,3 +156,17 @@ def test_run_option_in_the_yaml_with_a_bad_value_names_file_key_and_line(tmp_pat
                                               r"one of"):
         load_hparams(path, {"precision": "fp64"})
     assert load_hparams(path, {"grad_accumulation_factor": "auto"})["grad_accumulation_factor"] == "auto"
+
+
+def test_value_a_constructor_rejects_names_the_key_that_builds_it(tmp_path):
+    path = write(tmp_path / "hp.yaml", "epochs: abc\ncounter: !new:speechkit.checkpoints.EpochCounter\n"
+                                       "    limit: !ref <epochs>\n")
+    with pytest.raises(HparamsError, match=r"hp\.yaml, line 2: key 'counter': "
+                                           r"!new:speechkit\.checkpoints\.EpochCounter raised ValueError: "
+                                           r"invalid literal for int\(\) with base 10: 'abc'"):
+        load_hparams(path)
+    path = write(tmp_path / "two.yaml", "a: !new:torch.nn.Linear [2, 2]\nb: !new:torch.nn.Linear [2, x]\n")
+    with pytest.raises(HparamsError) as info:  # the same class twice: both users are named
+        load_hparams(path)
+    assert "two.yaml: !new:torch.nn.Linear raised TypeError" in str(info.value)
+    assert f"(used by key 'a' ({path}, line 1); key 'b' ({path}, line 2))" in str(info.value)
