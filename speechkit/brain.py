@@ -32,13 +32,13 @@ import torch
 from speechkit import distributed
 from speechkit.distributed.signals import PreemptionHandler, any_rank
 from speechkit.engine.accumulation import describe_effective_batch, resolve_accumulation
-from speechkit.engine.loaders import batch_items, build_loader, move_to
+from speechkit.engine.loaders import batch_items, build_loader, describe_data, move_to
 from speechkit.engine.modules import gradient_sync, training_modules
 from speechkit.engine.optimization import OptimizationStep
 from speechkit.engine.precision import Precision
 from speechkit.engine.progress import ProgressBar, StageStats, TrainLog, summary_line
 from speechkit.engine.rng import RandomStates
-from speechkit.errors import EXIT_PREEMPTED
+from speechkit.errors import EXIT_PREEMPTED, DataError
 from speechkit.run_options import RunOptions
 from speechkit.stage import Stage
 
@@ -194,6 +194,7 @@ class Brain:
             logger.info("--test_only: skipping training")
             return
         self.train_loader = self.make_dataloader(train_set, Stage.TRAIN, train_loader_kwargs)
+        self._train_set_name = describe_data(train_set)
         self.valid_loader = self.make_dataloader(valid_set, Stage.VALID, valid_loader_kwargs)
         self.epoch_counter = epoch_counter
         accumulation = resolve_accumulation(
@@ -265,6 +266,9 @@ class Brain:
                     break
         finally:
             bar.close()
+        if self.step == 0:  # before anything is logged or saved: 0 steps would write a checkpoint of nothing
+            raise DataError(f"the training set {self._train_set_name} yielded no batch in epoch {epoch} (an "
+                            "empty manifest, or every item filtered out or dropped by the batching)")
         self.optimization.discard()  # an unfinished cycle (early stop) must not leak into the next epoch
         self.train_position = 0
         loss = self.train_stats.gathered_average(self.dist.all_gather_object)

@@ -24,8 +24,8 @@ import ruamel.yaml
 from hyperpyyaml import load_hyperpyyaml
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
-from speechkit.errors import HparamsError
-from speechkit.run_options import parse_arguments  # noqa: F401  (re-exported for recipes)
+from speechkit.errors import HparamsError, SpeechkitError
+from speechkit.run_options import check_option_value, parse_arguments  # noqa: F401  (parse_arguments: re-exported)
 
 __all__ = ["load_hparams", "parse_arguments", "resolve_hparams_text"]
 
@@ -34,7 +34,8 @@ _OBJECT_TAGS = ("!new:", "!name:", "!apply:", "!applyref:", "!module:")
 
 
 def load_hparams(
-    path: Union[str, os.PathLike], overrides: Union[dict, str, None] = None, run_opts: Any = None
+    path: Union[str, os.PathLike], overrides: Union[dict, str, None] = None, run_opts: Any = None,
+    guard: Any = None,
 ) -> dict:
     """Load ``path`` into a dict of objects, after applying ``overrides``.
 
@@ -44,6 +45,9 @@ def load_hparams(
             (``"lr: 0.1"``). Every overridden key must exist in the file.
         run_opts: optional :class:`~speechkit.run_options.RunOptions`; a ``--seed`` given on the command line
             replaces the file's top-level ``seed`` key (so ``!ref <seed>`` sees it).
+        guard: for a file from an untrusted source, an object with ``check(text)``, called on the text after
+            overrides, and ``loader``, the loader class for hyperpyyaml's construction pass (see
+            :class:`speechkit.pretrained.safety.UntrustedYamlGuard`).
 
     Returns:
         A dict of the top-level keys (keys starting with ``__`` are dropped, as in hyperpyyaml).
@@ -54,10 +58,22 @@ def load_hparams(
     path = os.fspath(path)
     objects: list = []
     text = resolve_hparams_text(path, overrides, run_opts, objects)
+    if guard is not None:
+        guard.check(text)
     try:
-        hparams = load_hyperpyyaml(io.StringIO(text))
-    except HparamsError:
+        loader = _naming_failures(guard.loader if guard is not None else ruamel.yaml.Loader)
+        hparams = load_hyperpyyaml(io.StringIO(text), loader=loader)
+    except SpeechkitError:
         raise
+    except _BuildError as error:  # a constructor or function raised: name the keys that use it
+        users = [(key, where) for target, key, where in objects if target == error.target]
+        cause = f"{error.tag} raised {type(error.cause).__name__}: {error.cause}"
+        if len(users) == 1:
+            message = f"{users[0][1]}: key '{users[0][0]}': {cause}"
+        else:
+            used_by = "; ".join(f"key '{key}' ({where})" for key, where in users)
+            message = f"{path}: {cause}" + (f" (used by {used_by})" if used_by else "")
+        raise HparamsError(message) from error.cause
     except Exception as error:  # hyperpyyaml raises many kinds; name the object that failed when we can
         message = str(error)
         culprits = [(target, key, where) for target, key, where in objects if target in message]
@@ -66,6 +82,33 @@ def load_hparams(
             f"{place}: cannot build the hyperparameters: {type(error).__name__}: {message}"
         ) from error
     return dict(hparams)
+
+
+class _BuildError(Exception):
+    """A tag's constructor or function raised (carries the tag, for the message)."""
+
+    def __init__(self, tag: str, cause: Exception):
+        super().__init__(f"{tag}: {cause}")
+        self.tag, self.target, self.cause = tag, tag.split(":", 1)[1], cause
+
+
+def _naming_failures(base: type) -> type:
+    """A subclass of the loader ``base`` whose tag constructors report which tag raised."""
+
+    class NamingLoader(base):
+        @classmethod
+        def add_multi_constructor(cls, tag_prefix, multi_constructor):
+            def named(loader, suffix, node):
+                try:
+                    return multi_constructor(loader, suffix, node)
+                except (SpeechkitError, _BuildError):
+                    raise
+                except Exception as error:
+                    raise _BuildError(f"{tag_prefix}{suffix}", error) from error
+
+            super().add_multi_constructor(tag_prefix, named)
+
+    return NamingLoader
 
 
 def resolve_hparams_text(
@@ -83,6 +126,10 @@ def resolve_hparams_text(
     if seed is not None and "seed" in getattr(run_opts, "explicit", ()) and "seed" in tree:
         override_tree = _merge(override_tree, {"seed": seed})
     _apply_overrides(tree, override_tree, path, prefix="")
+    for key, value in tree.items():  # run options the YAML sets (read by RunOptions.merged_with)
+        if not _tag(value):
+            line = _line_of(tree, key)
+            check_option_value(str(key), value, f"{path}, line {line}" if line else path)
     _check_tree(
         tree,
         tree,
@@ -181,7 +228,27 @@ def _apply_overrides(tree: dict, overrides: dict, path: str, prefix: str) -> Non
         elif isinstance(value, dict) and not _tag(value) and isinstance(current, dict):
             _apply_overrides(current, value, path, prefix=f"{dotted}.")
         else:
+            _check_override_type(current, value, path, dotted, _line_of(tree, key), top_level=not prefix)
             tree[key] = value
+
+
+def _check_override_type(current: Any, value: Any, path: str, dotted: str, line: Optional[int],
+                         top_level: bool) -> None:
+    """An override must fit the type of a number or boolean it replaces (``--number_of_epochs abc``)."""
+    where = f"{path}, line {line}" if line else path
+    if top_level and check_option_value(dotted, value, f"{where}: override"):
+        return
+    if _tag(current) or _tag(value) or current is None:
+        return
+    if isinstance(current, bool):
+        fits = isinstance(value, bool) or value in (0, 1)
+    elif isinstance(current, (int, float)):
+        fits = isinstance(value, (int, float)) and not isinstance(value, bool)
+    else:
+        return
+    if not fits:
+        raise HparamsError(f"{where}: override '{dotted}' = {value!r} does not fit the key's "
+                           f"{type(current).__name__} value {current!r}")
 
 
 def _tagged_mapping(tag: str) -> ruamel.yaml.comments.CommentedMap:
@@ -207,7 +274,14 @@ def _check_tree(
     elif tag.startswith(_OBJECT_TAGS):
         target = tag.split(":", 1)[1]
         objects.append((target, key, where))
-        if pydoc.locate(target) is None:
+        try:
+            found = pydoc.locate(target)
+        except pydoc.ErrorDuringImport as error:  # the module exists but raised while importing
+            raise HparamsError(
+                f"{where}: key '{key}': cannot import '{target}' ({tag.split(':')[0]}): importing "
+                f"{error.filename} raised {error.exc.__name__}: {error.value}{_raised_at(error.tb)}"
+            ) from None
+        if found is None:
             raise HparamsError(
                 f"{where}: key '{key}': cannot import '{target}' ({tag.split(':')[0]}); check the "
                 "module path and that its package is installed"
@@ -235,6 +309,15 @@ def _check_tree(
             except (AttributeError, KeyError, TypeError):
                 pass
             _check_tree(sub_node, root, path, base_dir, f"{key}[{index}]", sub_line, objects)
+
+
+def _raised_at(traceback: Any) -> str:
+    """' (at FILE, line N)' of the innermost frame of an import error, so the broken module can be opened."""
+    while traceback is not None and traceback.tb_next is not None:
+        traceback = traceback.tb_next
+    if traceback is None:
+        return ""
+    return f" (at {traceback.tb_frame.f_code.co_filename}, line {traceback.tb_lineno})"
 
 
 def _check_reference(text: str, root: dict, where: str, key: str, tag: str) -> None:

@@ -160,6 +160,23 @@ def option_fields() -> list:
     return [f for f in dataclasses.fields(RunOptions) if f.name != "explicit"]
 
 
+def check_option_value(name: str, value: Any, source: str) -> bool:
+    """Raise RunOptionsError (naming ``source``, e.g. ``'hp.yaml, line 3'``, and the option) when ``value``
+    does not fit the type of run option ``name``; return whether ``name`` is a run option the YAML may set.
+
+    Example:
+        >>> check_option_value("max_grad_norm", "abc", "hp.yaml, line 3")
+        Traceback (most recent call last):
+        ...
+        speechkit.errors.RunOptionsError: hp.yaml, line 3: option 'max_grad_norm' expects float, got 'abc'
+    """
+    for f in option_fields():
+        if f.name == name and name not in LAUNCHER_ONLY:
+            _coerce(f, value, source)
+            return True
+    return False
+
+
 def _base_type(f: dataclasses.Field) -> Any:
     hint = typing.get_type_hints(RunOptions)[f.name]
     args = [a for a in typing.get_args(hint) if a is not type(None)]

@@ -44,6 +44,8 @@ class DynamicItemDataset(torch.utils.data.Dataset):
             ``id`` plus every static field.
     """
 
+    source: Optional[str] = None  # the manifest it was loaded from, if any (names the set in errors)
+
     def __init__(self, data: Mapping[str, Mapping[str, Any]], dynamic_items: Iterable[Any] = (),
                  output_keys: OutputKeys = ()):
         if not isinstance(data, Mapping):
@@ -74,7 +76,7 @@ class DynamicItemDataset(torch.utils.data.Dataset):
         from speechkit.data.manifest import load_json_manifest
 
         data = load_json_manifest(path, replacements=replacements, **manifest_options)
-        return cls(data, dynamic_items, output_keys)
+        return cls(data, dynamic_items, output_keys)._loaded_from(path)
 
     @classmethod
     def from_csv(cls, path: str, replacements: Optional[Mapping[str, str]] = None,
@@ -84,7 +86,7 @@ class DynamicItemDataset(torch.utils.data.Dataset):
         from speechkit.data.manifest import load_csv_manifest
 
         data = load_csv_manifest(path, replacements=replacements, **manifest_options)
-        return cls(data, dynamic_items, output_keys)
+        return cls(data, dynamic_items, output_keys)._loaded_from(path)
 
     @classmethod
     def from_manifest(cls, path: str, replacements: Optional[Mapping[str, str]] = None,
@@ -94,7 +96,11 @@ class DynamicItemDataset(torch.utils.data.Dataset):
         from speechkit.data.manifest import load_manifest
 
         data = load_manifest(path, replacements=replacements, **manifest_options)
-        return cls(data, dynamic_items, output_keys)
+        return cls(data, dynamic_items, output_keys)._loaded_from(path)
+
+    def _loaded_from(self, path) -> DynamicItemDataset:
+        self.source = str(path)  # names the set in errors (e.g. a training set that yields no batch)
+        return self
 
     @classmethod
     def from_records(cls, records: Iterable[Mapping[str, Any]], dynamic_items: Iterable[Any] = (),

@@ -99,9 +99,10 @@ def load_csv_manifest(path: Union[str, os.PathLike], replacements: Optional[Mapp
     path = os.fspath(path)
     text = _read_text(path)
     delimiter = "\t" if path.endswith(".tsv") else ","
-    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
+    # strict: a quote that is never closed is an error instead of a value that takes in the following rows
+    records = _csv_records(csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, strict=True), path)
     try:
-        header = next(reader)
+        _, header = next(records)
     except StopIteration:
         raise ManifestError(f"{path}: empty CSV manifest (no header line)") from None
     header = [name.strip() for name in header]
@@ -112,8 +113,7 @@ def load_csv_manifest(path: Union[str, os.PathLike], replacements: Optional[Mapp
         raise ManifestError(f"{path}, line 1: the header names a column twice: {header}")
     rows: dict = {}
     lines: dict = {}
-    for values in reader:
-        line = reader.line_num
+    for line, values in records:
         if not values or all(not value.strip() for value in values):
             continue
         if len(values) != len(header):
@@ -130,6 +130,21 @@ def load_csv_manifest(path: Union[str, os.PathLike], replacements: Optional[Mapp
         lines[data_id] = line
     return _checked(path, rows, lines, replacements, check_files, fields, types, require_duration,
                     file_fields, from_text=True)
+
+
+def _csv_records(reader, path: str):
+    """Yield ``(first line, values)`` per CSV record (a quoted value may span lines)."""
+    while True:
+        start = reader.line_num + 1
+        try:
+            values = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as error:
+            raise ManifestError(f"{path}, line {start}: malformed CSV record ({error}, found on line "
+                                f"{reader.line_num}): is a quote opened on line {start} never "
+                                "closed?") from None
+        yield start, values
 
 
 def _read_text(path: str) -> str:

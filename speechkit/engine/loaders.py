@@ -47,6 +47,22 @@ def build_loader(
     return loader
 
 
+def describe_data(data: Any) -> str:
+    """How an error names a data set: its manifest when it was loaded from one, else its type and size.
+
+    Example:
+        >>> describe_data([1, 2, 3])
+        'list of 3 items'
+    """
+    source = getattr(data, "source", None) or getattr(getattr(data, "dataset", None), "source", None)
+    try:
+        size = f" of {len(data.dataset if isinstance(data, DataLoader) else data)} items"
+    except TypeError:
+        size = ""
+    kind = f"{type(data).__name__}{size}"
+    return f"'{source}' ({kind})" if source else kind
+
+
 def batch_items(batch: Any) -> int:
     """Number of items in a batch: ``len`` of a batch object, else the first tensor's leading size."""
     if isinstance(batch, torch.Tensor):

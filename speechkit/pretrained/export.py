@@ -96,6 +96,7 @@ def export_model(checkpoints_dir, hparams_file, output, min_key=None, max_key=No
                                                    hparams_file, min_key or max_key))
         if verify:
             _verify(tmp)
+            _warn_if_remote_copies_need_trust(text, hparams_file)
         if output.exists():
             shutil.rmtree(output)
         os.replace(tmp, output)
@@ -145,6 +146,18 @@ def _verify(folder: pathlib.Path) -> None:
         raise SpeechkitError(f"the exported model does not load back: {error}") from None
 
 
+def _warn_if_remote_copies_need_trust(text: str, hparams_file) -> None:
+    """Say at export time when a copy on the Hub or a web server will need ``allow=`` or trust to load."""
+    from speechkit.errors import UnsafeSourceError
+    from speechkit.pretrained.safety import check_yaml_is_safe
+
+    try:
+        check_yaml_is_safe(text, str(hparams_file))
+    except UnsafeSourceError as error:
+        logger.warning("Copies of this model fetched from a Hub repo or a URL will not load without "
+                       "allow=[...] or trust_remote_code=True: %s", error)
+
+
 def _sha256(path: pathlib.Path) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as f:
@@ -172,8 +185,8 @@ model = Pretrained.from_hparams("<this folder, Hub repo id or URL>")
 print(model.transcribe_file("speech.flac"))
 ```
 
-or `speechkit transcribe <source> speech.flac`. A copy from a Hub repo or a URL builds only speechkit and
-torch objects unless `trust_remote_code=True` is passed.
+or `speechkit transcribe <source> speech.flac`. A copy from a Hub repo or a URL builds only the classes and
+functions on speechkit's allowlist unless `trust_remote_code=True` is passed.
 
 ## Checkpoint
 

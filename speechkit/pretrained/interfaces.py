@@ -19,6 +19,7 @@ import logging
 import os
 import pathlib
 import re
+from collections.abc import Sequence
 from typing import Optional, Union
 
 import torch
@@ -76,7 +77,7 @@ class Pretrained(torch.nn.Module):
     def from_hparams(cls, source, savedir=None, hparams_file: str = "hyperparams.yaml", overrides=None,
                      run_opts=None, trust_remote_code: bool = False, revision: Optional[str] = None,
                      strategy: Union[FetchStrategy, str] = FetchStrategy.SYMLINK, allow_network: bool = True,
-                     cache_dir=None):
+                     cache_dir=None, allow: Sequence[str] = ()):
         """Fetch a model folder's ``hyperparams.yaml`` and files, build the modules and load the weights.
 
         Args:
@@ -90,6 +91,9 @@ class Pretrained(torch.nn.Module):
             revision: Hub revision (branch, tag or commit).
             strategy: how fetched files appear in ``savedir`` (symlink, copy, in_place).
             allow_network: False serves remote sources from the cache only.
+            cache_dir: the download cache (default: speechkit's cache, see docs/pretrained.md).
+            allow: exact dotted names (``"mypackage.MyEncoder"``) a remote YAML may build on top of the
+                built-in allowlist (see docs/pretrained.md); ignored with ``trust_remote_code``.
 
         Raises:
             UnsafeSourceError: a remote YAML asks for an object outside the allowlist (naming tag and file).
@@ -107,13 +111,14 @@ class Pretrained(torch.nn.Module):
         yaml_path = fetch(hparams_file, fetch_source, savedir, strategy=strategy, **common)
         if local:  # read the original, so that !include paths resolve next to it, not next to a link
             yaml_path = pathlib.Path(os.path.expanduser(fetch_source.path)) / hparams_file
-        text = pathlib.Path(yaml_path).read_text()
-        if not (local or trust_remote_code):
-            from speechkit.pretrained.safety import check_yaml_is_safe
+        guard = None
+        if not (local or trust_remote_code):  # vetted before anything is imported (docs/pretrained.md)
+            from speechkit.pretrained.safety import UntrustedYamlGuard, check_yaml_is_safe
 
-            check_yaml_is_safe(text, where)
+            guard = UntrustedYamlGuard(where, allow=allow, overrides=overrides)
+            check_yaml_is_safe(pathlib.Path(yaml_path).read_text(), where, allowlist=guard.allowlist)
         try:
-            hparams = load_hparams(yaml_path, overrides)
+            hparams = load_hparams(yaml_path, overrides, guard=guard)
         except HparamsError as error:
             raise HparamsError(f"{where}: {error}") from None
         pretrainer = hparams.get("pretrainer")

@@ -1,16 +1,19 @@
-"""Keep files from untrusted sources as data: vet a hyperparams YAML before hyperpyyaml builds anything.
+"""Keep files from untrusted sources as data: a remote hyperparams YAML builds only what the allowlist names.
 
-hyperpyyaml turns tags into calls (``!new:`` builds an object, ``!name:`` and ``!module:`` resolve a name,
-``!apply:`` / ``!applyref:`` call a function, ``!include:`` reads another file). A YAML from a Hub repo or a
-URL therefore could run anything. :func:`check_yaml_is_safe` parses the YAML without constructing it and
-rejects:
+hyperpyyaml turns tags into calls, in two passes. The first (ruamel) resolves ``!ref`` / ``!copy`` (where
+``<key.attr>`` becomes a ``getattr`` call), runs ``!applyref:`` and reads ``!include:`` files; the second
+constructs ``!new:``, ``!name:``, ``!module:``, ``!apply:`` and ``!tuple`` (whose text it parses with an
+unsafe loader). So a YAML from a Hub repo or a URL is vetted twice:
 
-- any tag outside hyperpyyaml's vocabulary and plain YAML types (e.g. ``!!python/object/apply:os.system``);
-- ``!include:`` (the included file cannot be vetted before hyperpyyaml reads it);
-- a callable tag whose target is not under an allowlisted package (``speechkit``, ``torch``), is private
-  (``_name``), lies under a denied module that loads code or writes files (``torch.hub``, ``torch.load``,
-  ``speechkit.cli``, ...), or resolves to an object defined outside the allowlist
-  (``torch.utils.data.dataloader.os.system``).
+1. :func:`check_yaml_is_safe` reads the text with the first pass's parser, without constructing anything,
+   and refuses (deny by default) the first node that could do more than build an allowlisted name
+   (see :mod:`speechkit.pretrained.allowlist`): a callable tag whose target is not on the allowlist for that
+   tag, ``!module:``, ``!include:``, a reference that reads an attribute (``<model.__class__>``, also from a
+   plain string a reference may reach), a tuple holding a tag, any other tag (``!!python/object/apply:``),
+   and alias bombs. The :class:`UnsafeSourceError` names the tag, the target, the file and the line.
+2. :class:`UntrustedYamlGuard` re-checks the exact text handed to hyperpyyaml after overrides and gives
+   hyperpyyaml's second pass a safe loader whose constructors refuse anything off the allowlist, so a parser
+   difference cannot turn into a call.
 
 Example:
     >>> check_yaml_is_safe("enc: !new:torch.nn.Linear [4, 2]\\n", "hyperparams.yaml")
@@ -21,55 +24,44 @@ Example:
 """
 from __future__ import annotations
 
-import importlib
-import types
+import re
+from collections.abc import Iterable
+from typing import Optional
 
+import ruamel.yaml
 import yaml
 
 from speechkit.errors import UnsafeSourceError
+from speechkit.pretrained.allowlist import LOADABLE, Allowlist, default_allowlist
 
-ALLOWED_PACKAGES = ("speechkit", "torch")
-
-#: Names under the allowed packages that load code, spawn processes or write files; never built from a
-#: remote YAML. Matched as dotted-name prefixes against the tag's target and the object's defining module.
-DENIED_PREFIXES = (
-    "torch.hub", "torch.load", "torch.save", "torch.serialization", "torch.jit", "torch.package",
-    "torch.utils.cpp_extension", "torch.ops", "torch.classes", "torch.library", "torch.export",
-    "torch.distributed", "torch.multiprocessing", "torch.onnx", "torch.utils.tensorboard", "torch.compile",
-    "torch.profiler", "torch.utils.data.datapipes",
-    "speechkit.cli", "speechkit.distributed", "speechkit.experiment", "speechkit.checkpoints",
-    "speechkit.corpus", "speechkit.templating", "speechkit.brain", "speechkit.data.audio.write",
-    "speechkit.pretrained",
-)
-#: Exceptions to the denied prefixes: what a model folder's YAML legitimately builds.
-ALLOWED_EXCEPTIONS = (
-    "speechkit.pretrained.Pretrainer", "speechkit.pretrained.pretrainer.Pretrainer",
-    "speechkit.pretrained.FetchSource", "speechkit.pretrained.fetching.FetchSource",
-)
-
-#: Attribute names that read, write or run files whatever package they live in (``torch.from_file`` maps a
-#: file for writing, ``write_json_manifest`` writes one).
-DENIED_NAME_PREFIXES = ("write", "save", "dump", "from_file", "tofile", "load", "open", "exec", "system",
-                        "spawn", "remove", "unlink", "rmtree")
 #: Largest number of nodes a remote YAML may expand to (anchors and aliases can multiply a small file).
 MAX_EXPANDED_NODES = 200_000
 
-_CALLABLE_TAGS = ("!new:", "!name:", "!module:", "!apply:", "!applyref:")
-_DATA_TAGS = {"!ref", "!copy", "!tuple", "!PLACEHOLDER"}
+_CALLABLE_TAGS = ("!new:", "!name:", "!apply:", "!applyref:")
 _YAML_TYPES = {f"tag:yaml.org,2002:{name}" for name in
                ("str", "int", "float", "bool", "null", "map", "seq", "timestamp", "merge")}
+_REFERENCE = re.compile(r"<([^>]*)>")  # as hyperpyyaml finds references
+_TUPLE = re.compile(r"^\(.*\)$", re.DOTALL)  # hyperpyyaml's implicit !tuple resolver
+_TRUST_HINT = "(pass trust_remote_code=True if you trust this source, or allow=[...] for exact names)"
 
 
-def check_yaml_is_safe(text: str, filename: str) -> None:
-    """Raise :class:`UnsafeSourceError` naming tag, file and line of the first thing a remote YAML may not do.
+def check_yaml_is_safe(text: str, filename: str, allow: Iterable[str] = (),
+                       allowlist: Optional[Allowlist] = None) -> None:
+    """Raise :class:`UnsafeSourceError` naming tag, target, file and line of the first thing a remote YAML
+    may not do.
 
     Args:
         text: the YAML text.
         filename: its name (or source description), for the message.
+        allow: extra exact dotted names the caller trusts (added to the built-in allowlist).
+        allowlist: the allowlist to use instead of the built-in one (``allow`` is added to it).
     """
+    allowlist = allowlist or default_allowlist()
+    if allow:
+        allowlist = allowlist.extended(allow)
     try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.YAMLError as error:
+        root = ruamel.yaml.YAML().compose(text)
+    except ruamel.yaml.YAMLError as error:
         raise UnsafeSourceError(f"{filename}: cannot be vetted, it does not parse as YAML "
                                 f"({error})") from None
     size = _expanded_size(root, {})
@@ -77,7 +69,77 @@ def check_yaml_is_safe(text: str, filename: str) -> None:
         raise UnsafeSourceError(f"{filename}: expands to {size} YAML nodes through anchors and aliases (more "
                                 f"than {MAX_EXPANDED_NODES}); refused")
     for node in sorted(_walk(root), key=lambda n: n.start_mark.index):  # report the first in the file
-        _check_tag(node, filename)
+        _check_node(node, filename, allowlist)
+
+
+class UntrustedYamlGuard:
+    """What :func:`speechkit.hparams.load_hparams` needs to load a YAML from a non-local source.
+
+    ``check(text)`` vets the final text (after overrides) and ``loader`` is the loader class for
+    hyperpyyaml's construction pass, refusing every tag off the allowlist.
+
+    Args:
+        where: the file's description for messages (``hyperparams.yaml from https://...``).
+        allow: extra exact names the caller trusts.
+        overrides: the caller's overrides; the names their tags build are trusted too.
+    """
+
+    def __init__(self, where: str, allow: Iterable[str] = (), overrides=None):
+        self.where = where
+        self.allowlist = default_allowlist().extended(list(allow) + _override_targets(overrides))
+        self.loader = _guarded_loader(self.allowlist, where)
+
+    def check(self, text: str) -> None:
+        check_yaml_is_safe(text, f"{self.where} (after overrides)", allowlist=self.allowlist)
+
+
+def _check_node(node, filename: str, allowlist: Allowlist) -> None:
+    tag = _tag(node)
+    line = node.start_mark.line + 1
+
+    def refuse(target: Optional[str], reason: str):
+        what = "plain value" if tag in _YAML_TYPES else f"tag '{tag}'"
+        what += f" (target '{target}')" if target else ""
+        raise UnsafeSourceError(f"{filename}, line {line}: {what} is refused: {reason}; a YAML from a "
+                                f"non-local source may only build names on the allowlist {_TRUST_HINT}")
+
+    if isinstance(node, ruamel.yaml.ScalarNode) and tag in ("tag:yaml.org,2002:str", "!ref", "!copy"):
+        for reference in _REFERENCE.findall(str(node.value)):
+            if "." in reference:  # hyperpyyaml turns `<key.attr>` into getattr(key, "attr")
+                refuse(f"<{reference}>", "a reference may not read an attribute")
+        if tag == "tag:yaml.org,2002:str" and _TUPLE.match(str(node.value)) and "!" in str(node.value):
+            refuse(str(node.value), "a tuple may hold only plain values")  # its text is parsed unsafely
+    if tag in _YAML_TYPES or tag in ("!ref", "!copy", "!PLACEHOLDER"):
+        return
+    if tag == "!tuple":
+        if "!" in str(node.value):
+            refuse(str(node.value), "a tuple may hold only plain values")
+        return
+    if tag.startswith("!include:"):
+        refuse(tag[len("!include:"):], "a YAML from a non-local source may not include other files")
+    if tag.startswith("!module:"):
+        refuse(tag[len("!module:"):], "a model folder never needs a module object")
+    for prefix in _CALLABLE_TAGS:
+        if tag.startswith(prefix):
+            target = tag[len(prefix):]
+            reason = allowlist.refusal(prefix, target)
+            if reason:
+                refuse(target, reason)
+            if allowlist.entries[target] == LOADABLE and _has_arguments(node):
+                refuse(target, "a loadable is named without arguments (the pretrainer builds it from a file)")
+            return
+    refuse(None, "it is not a hyperpyyaml tag")
+
+
+def _has_arguments(node) -> bool:
+    if isinstance(node, ruamel.yaml.ScalarNode):
+        return bool(str(node.value).strip())
+    return bool(node.value)
+
+
+def _tag(node) -> str:
+    tag = node.tag
+    return str(getattr(tag, "value", tag) or "")
 
 
 def _expanded_size(node, memo: dict) -> int:
@@ -88,9 +150,9 @@ def _expanded_size(node, memo: dict) -> int:
         return memo[id(node)]
     memo[id(node)] = 1  # a recursive alias counts once instead of looping
     children = []
-    if isinstance(node, yaml.MappingNode):
+    if isinstance(node, ruamel.yaml.MappingNode):
         children = [n for pair in node.value for n in pair]
-    elif isinstance(node, yaml.SequenceNode):
+    elif isinstance(node, ruamel.yaml.SequenceNode):
         children = node.value
     memo[id(node)] = 1 + sum(_expanded_size(child, memo) for child in children)
     return memo[id(node)]
@@ -107,86 +169,56 @@ def _walk(node):
             continue
         seen.add(id(current))
         yield current
-        if isinstance(current, yaml.MappingNode):
+        if isinstance(current, ruamel.yaml.MappingNode):
             for key, value in current.value:
                 stack.extend((key, value))
-        elif isinstance(current, yaml.SequenceNode):
+        elif isinstance(current, ruamel.yaml.SequenceNode):
             stack.extend(current.value)
 
 
-def _check_tag(node, filename: str) -> None:
-    tag = node.tag
-    if tag in _YAML_TYPES or tag in _DATA_TAGS:
-        return
-    where = f"{filename}, line {node.start_mark.line + 1}: tag '{tag}'"
-    if tag.startswith("!include:"):
-        raise UnsafeSourceError(f"{where} is refused: a YAML from a non-local source may not include other "
-                                "files (pass trust_remote_code=True if you trust this source)")
-    for prefix in _CALLABLE_TAGS:
-        if tag.startswith(prefix):
-            reason = target_rejection(tag[len(prefix):])
-            if reason:
-                raise UnsafeSourceError(f"{where} is refused: {reason}; a YAML from a non-local source may "
-                                        f"only build objects from {', '.join(ALLOWED_PACKAGES)} (pass "
-                                        "trust_remote_code=True if you trust this source)")
-            return
-    raise UnsafeSourceError(f"{where} is not a hyperpyyaml tag and is refused in a YAML from a non-local "
-                            "source")
+def _override_targets(overrides) -> list:
+    """Dotted names the caller's overrides build (YAML text overrides can hold tags)."""
+    if not isinstance(overrides, str) or not overrides.strip():
+        return []
+    try:
+        root = ruamel.yaml.YAML().compose(overrides)
+    except ruamel.yaml.YAMLError:
+        return []  # load_hparams reports it
+    targets = []
+    for node in _walk(root):
+        for prefix in _CALLABLE_TAGS:
+            if _tag(node).startswith(prefix):
+                targets.append(_tag(node)[len(prefix):])
+    return targets
 
 
-def _denied(dotted: str) -> bool:
-    if dotted in ALLOWED_EXCEPTIONS:
-        return False
-    return any(dotted == p or dotted.startswith(p + ".") for p in DENIED_PREFIXES)
+def _guarded_loader(allowlist: Allowlist, where: str) -> type:
+    """A safe loader class for hyperpyyaml's construction pass that checks each constructor's target.
+
+    hyperpyyaml registers its constructors on the class it is given; this class wraps each one as it is
+    registered, and replaces the ``!tuple`` constructor (which parses the tuple's text with an unsafe loader).
+    """
+
+    class GuardedLoader(ruamel.yaml.SafeLoader):
+        @classmethod
+        def add_multi_constructor(cls, tag_prefix, multi_constructor):
+            def guarded(loader, suffix, node):
+                reason = allowlist.refusal(tag_prefix, suffix)
+                if tag_prefix == "!module:" or reason:
+                    raise UnsafeSourceError(f"{where}: tag '{tag_prefix}{suffix}' is refused while building "
+                                            f"(line {node.start_mark.line + 1} of the resolved text): "
+                                            f"{reason or 'a model folder never needs a module object'}")
+                return multi_constructor(loader, suffix, node)
+
+            super().add_multi_constructor(tag_prefix, guarded)
+
+        @classmethod
+        def add_constructor(cls, tag, constructor):
+            super().add_constructor(tag, _safe_tuple if tag == "!tuple" else constructor)
+
+    return GuardedLoader
 
 
-def _allowed_name(dotted: str) -> bool:
-    return dotted.split(".")[0] in ALLOWED_PACKAGES
-
-
-def target_rejection(dotted: str):
-    """Why the dotted name may not be built from an untrusted YAML, or None when it may."""
-    parts = dotted.split(".")
-    if not _allowed_name(dotted):
-        return f"'{dotted}' is outside the allowlist"
-    if any(not part or part.startswith("_") for part in parts):
-        return f"'{dotted}' names a private attribute"
-    if _denied(dotted) or parts[-1].lower().startswith(DENIED_NAME_PREFIXES):
-        return f"'{dotted}' can load code or write files"
-    obj = _resolve(parts)
-    if obj is None:
-        return f"'{dotted}' cannot be found"
-    if isinstance(obj, types.ModuleType):
-        defined_in = obj.__name__
-        full = defined_in
-    else:
-        defined_in = getattr(obj, "__module__", None) or parts[0]
-        full = f"{defined_in}.{getattr(obj, '__qualname__', parts[-1])}"
-    if not _allowed_name(defined_in):
-        return f"'{dotted}' is defined in '{defined_in}', outside the allowlist"
-    if _denied(full) and not _denied_exception_matches(dotted, full):
-        return f"'{dotted}' ({full}) can load code or write files"
-    return None
-
-
-def _denied_exception_matches(dotted: str, full: str) -> bool:
-    return dotted in ALLOWED_EXCEPTIONS or full in ALLOWED_EXCEPTIONS
-
-
-def _resolve(parts: list):
-    """Import the longest module prefix, then walk attributes, refusing any step into a foreign module."""
-    obj = None
-    index = len(parts)
-    while index > 0:
-        try:
-            obj = importlib.import_module(".".join(parts[:index]))
-            break
-        except ImportError:
-            index -= 1
-    if obj is None:
-        return None
-    for part in parts[index:]:
-        obj = getattr(obj, part, None)
-        if obj is None:
-            return None
-    return obj
+def _safe_tuple(loader, node) -> tuple:
+    text = loader.construct_scalar(node)
+    return tuple(yaml.safe_load("[" + text[1:-1] + "]"))

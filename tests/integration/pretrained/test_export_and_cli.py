@@ -52,8 +52,11 @@ def _export(root, *extra):
 
 
 def test_export_best_checkpoint_then_load_from_each_source(trained, tiny_asr, file_server, hub_server,
-                                                            capsys):
+                                                            capsys, caplog):
     assert _export(trained) == 0
+    # The test model's classes are not on the allowlist: the export says remote copies need trust.
+    assert "will not load without allow=[...] or trust_remote_code=True" in caplog.text
+    assert "!new:tiny_asr.FrameToneEncoder" in caplog.text
     folder = trained / "exported"
     assert sorted(p.name for p in folder.iterdir()) == ["README.md", "encoder.safetensors",
                                                          "hyperparams.yaml", "tokenizer.json"]

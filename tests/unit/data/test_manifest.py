@@ -271,3 +271,21 @@ def test_manifest_command_writes_train_and_valid(tmp_path, capsys):
     assert cli.main(["manifest", str(root), "--ext", "ogg", "--dest", str(dest)]) == 1
     assert cli.main(["manifest", str(tmp_path / "nowhere"), "--dest", str(dest)]) == 1
     assert "not a directory" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("rows, line", [
+    ('a,{ok},"hello\nb,{ok},world\n', 2),  # the quote runs to the end of the file
+    ('z,{ok},fine\na,{ok},"hello\nb,{ok},"world"\nc,{ok},x\n', 3),  # closed inside a later row
+])
+def test_unterminated_quote_names_the_line_instead_of_swallowing_rows(rows, line, tmp_path, corpus):
+    path = tmp_path / "m.csv"
+    path.write_text("id,wav,text\n" + rows.format(ok=f"{corpus}/a.flac"))
+    with pytest.raises(ManifestError, match=rf"m\.csv, line {line}: malformed CSV record .* is a quote "
+                                            rf"opened on line {line} never closed\?"):
+        load_csv_manifest(path, require_duration=False)
+
+
+def test_quoted_quotes_and_newlines_still_load(tmp_path, corpus):
+    path = tmp_path / "m.csv"
+    path.write_text(f'id,wav,text\na,{corpus}/a.flac,"say ""hi""\nthere"\nb,{corpus}/a.flac,plain\n')
+    assert load_csv_manifest(path, require_duration=False)["a"]["text"] == 'say "hi"\nthere'

@@ -116,3 +116,57 @@ def test_reference_into_an_included_file_and_override_of_a_bare_include(tmp_path
     assert hparams["size"] == 8 and hparams["model"]["layer"].in_features == 8
     with pytest.raises(HparamsError, match="model.nokey"):
         load_hparams(tmp_path / "outer.yaml", {"model.nokey": 1})
+
+
+def test_class_whose_module_fails_to_import_names_file_key_line_and_cause(tmp_path, monkeypatch):
+    (tmp_path / "broken_layers.py").write_text("import torch\nraise RuntimeError('CUDA extension missing')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    path = write(tmp_path / "hp.yaml", "a: 1\nmodel:\n    enc: !new:broken_layers.Encoder\n        size: 3\n")
+    with pytest.raises(HparamsError) as info:
+        load_hparams(path)
+    message = str(info.value)
+    assert message.startswith(f"{path}, line 3: key 'model.enc': cannot import 'broken_layers.Encoder'")
+    assert f"RuntimeError: CUDA extension missing (at {tmp_path / 'broken_layers.py'}, line 2)" in message
+
+
+def test_override_with_a_value_of_the_wrong_type_names_file_key_and_line(tmp_path):
+    from speechkit.run_options import parse_arguments
+
+    path = write(tmp_path / "hp.yaml", "lr: 0.1\nnumber_of_epochs: 4\nflags:\n    augment: true\nname: x\n")
+    _, run_opts, overrides = parse_arguments([str(path), "--number_of_epochs", "abc"])
+    with pytest.raises(HparamsError, match=r"hp\.yaml, line 2: override 'number_of_epochs' = 'abc' does not "
+                                           r"fit the key's int value 4"):
+        load_hparams(path, overrides, run_opts=run_opts)
+    with pytest.raises(HparamsError, match=r"line 4: override 'flags\.augment' = 'maybe'"):
+        load_hparams(path, {"flags.augment": "maybe"})
+    # Numbers replace numbers of either kind, strings replace strings.
+    hparams = load_hparams(path, {"lr": 1, "number_of_epochs": 2, "flags.augment": False, "name": 3})
+    assert (hparams["lr"], hparams["number_of_epochs"], hparams["flags"]["augment"]) == (1, 2, False)
+
+
+def test_run_option_in_the_yaml_with_a_bad_value_names_file_key_and_line(tmp_path):
+    from speechkit.errors import RunOptionsError
+
+    path = write(tmp_path / "hp.yaml", "lr: 0.1\nmax_grad_norm: abc\n")
+    with pytest.raises(RunOptionsError, match=r"hp\.yaml, line 2: option 'max_grad_norm' expects float, "
+                                              r"got 'abc'"):
+        load_hparams(path)
+    path = write(tmp_path / "ok.yaml", "grad_accumulation_factor: 1\nprecision: fp32\n")
+    with pytest.raises(RunOptionsError, match=r"ok\.yaml, line 2: override: option 'precision' must be "
+                                              r"one of"):
+        load_hparams(path, {"precision": "fp64"})
+    assert load_hparams(path, {"grad_accumulation_factor": "auto"})["grad_accumulation_factor"] == "auto"
+
+
+def test_value_a_constructor_rejects_names_the_key_that_builds_it(tmp_path):
+    path = write(tmp_path / "hp.yaml", "epochs: abc\ncounter: !new:speechkit.checkpoints.EpochCounter\n"
+                                       "    limit: !ref <epochs>\n")
+    with pytest.raises(HparamsError, match=r"hp\.yaml, line 2: key 'counter': "
+                                           r"!new:speechkit\.checkpoints\.EpochCounter raised ValueError: "
+                                           r"invalid literal for int\(\) with base 10: 'abc'"):
+        load_hparams(path)
+    path = write(tmp_path / "two.yaml", "a: !new:torch.nn.Linear [2, 2]\nb: !new:torch.nn.Linear [2, x]\n")
+    with pytest.raises(HparamsError) as info:  # the same class twice: both users are named
+        load_hparams(path)
+    assert "two.yaml: !new:torch.nn.Linear raised TypeError" in str(info.value)
+    assert f"(used by key 'a' ({path}, line 1); key 'b' ({path}, line 2))" in str(info.value)
