@@ -37,6 +37,7 @@ from speechkit.engine.modules import gradient_sync, training_modules
 from speechkit.engine.optimization import OptimizationStep
 from speechkit.engine.precision import Precision
 from speechkit.engine.progress import ProgressBar, StageStats, TrainLog, summary_line
+from speechkit.engine.resume import optimizer_hyperparameters, reconcile_optimizers
 from speechkit.engine.rng import RandomStates
 from speechkit.errors import EXIT_PREEMPTED
 from speechkit.run_options import RunOptions
@@ -106,12 +107,21 @@ class Brain:
         )
 
     def on_fit_start(self) -> None:
-        """Compile, wrap for several processes, build the optimizers, register recoverables, recover."""
+        """Compile, wrap for several processes, build the optimizers, register recoverables, recover.
+
+        The checkpoints folder is locked for this run first (a second run on it stops here). After recovery
+        the optimizers' hyperparameters follow ``--resume_optimizer_hparams``.
+        """
         self._compile_and_wrap()
         self.init_optimizers()
         self._register_recoverables()
         if self.checkpointer is not None:
-            self.checkpointer.recover_if_possible()
+            from_hparams = optimizer_hyperparameters(self.optimizers_dict)
+            self.checkpointer.acquire_writer_lock()
+            recovered = self.checkpointer.recover_if_possible()
+            if recovered is not None:
+                policy = self.run_opts.resume_optimizer_hparams
+                reconcile_optimizers(self.optimizers_dict, from_hparams, policy, recovered.path)
         if self.train_position == 0:
             self.rng_states.forget_pending()  # recovered between epochs: nothing to re-align later
 
