@@ -72,18 +72,18 @@ class RandomStates:
 
     def load_process_states(self, states: list, rank: int, world_size: int) -> None:
         """Load this process's entry of ``states`` (one per saved process), deriving it past their end."""
-        if rank == 0 and world_size != len(states):
-            if world_size > len(states):
-                logger.warning(
-                    "The checkpoint holds random states for %d process(es), this run has %d: ranks %d-%d "
-                    "seed theirs from rank 0's saved state and their rank", len(states), world_size,
-                    len(states), world_size - 1,
-                )
-            else:
-                logger.warning(
-                    "The checkpoint holds random states for %d processes, this run has %d: the states of "
-                    "ranks %d-%d are unused", len(states), world_size, world_size, len(states) - 1,
-                )
+        saved = len(states)
+        if rank == 0 and world_size > saved:
+            logger.warning(
+                "The checkpoint holds random states for %d process(es), this run has %d; %s: states derived "
+                "from rank 0's saved state and the rank number", saved, world_size,
+                _ranks(saved, world_size - 1),
+            )
+        elif rank == 0 and world_size < saved:
+            logger.warning(
+                "The checkpoint holds random states for %d processes, this run has %d: the states of %s are "
+                "unused", saved, world_size, _ranks(world_size, saved - 1),
+            )
         self.load_state_dict(states[rank] if rank < len(states) else derived_state(states[0], rank))
 
     def reapply(self) -> None:
@@ -94,6 +94,10 @@ class RandomStates:
 
     def forget_pending(self) -> None:
         self._pending = None
+
+
+def _ranks(first: int, last: int) -> str:
+    return f"rank {first}" if first == last else f"ranks {first}-{last}"
 
 
 def derived_state(reference: dict, rank: int) -> dict:
