@@ -17,7 +17,7 @@ Loading a checkpoint that lacks the file of a registered recoverable is an error
 
 An object whose state differs between processes (random generators) sets ``checkpoint_per_process = True``:
 every process's ``state_dict()`` is gathered into its file and, on recovery, ``load_process_states(states,
-rank, world_size)`` gives each process its own (see docs/design.md, contract 5).
+rank, world_size)`` gives each process its own (docs/distributed.md, "Elastic resume").
 
 Any object with ``state_dict()``/``load_state_dict()`` is recoverable (modules, optimizers, schedulers,
 loaders, gradient scalers). Other objects define ``save_checkpoint(path)`` and ``load_checkpoint(path)``
