@@ -44,10 +44,14 @@ class WriterLock:
         self.folder = Path(folder)
         self.held = False
 
-    def acquire(self) -> None:
-        """Take the lock, or raise :class:`CheckpointError` naming the folder and the run holding it."""
+    def acquire(self) -> bool:
+        """Take the lock, or raise :class:`CheckpointError` naming the folder and the run holding it.
+
+        Returns:
+            True when this call took it, False when this object already held it.
+        """
         if self.held and _entry(self._key()) is not None:
-            return
+            return False
         self.folder.mkdir(parents=True, exist_ok=True)
         key = self._key()
         entry = _entry(key)
@@ -61,6 +65,7 @@ class WriterLock:
             _write_holder(self.folder / HOLDER_FILE)
         entry[2] += 1
         self.held = True
+        return True
 
     def release(self) -> None:
         """Give the lock up (when no other object of this process holds it)."""

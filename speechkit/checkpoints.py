@@ -219,8 +219,7 @@ class Checkpointer:
         self._lock.release()
 
     def _take_lock(self) -> None:
-        if not self._lock.held:
-            self._lock.acquire()
+        if self._lock.acquire():  # cheap when held already; a forked child must take its own
             self._remove_leftovers()
 
     def _remove_leftovers(self) -> None:
@@ -244,7 +243,11 @@ class Checkpointer:
         """Delete a checkpoint so that no kill can leave a partial ``CKPT+`` folder: rename, then remove."""
         trash = self.checkpoints_dir / f"{TRASH_PREFIX}{path.name}"
         shutil.rmtree(trash, ignore_errors=True)
-        os.rename(path, trash)
+        try:
+            os.rename(path, trash)
+        except OSError as error:  # keeping an old checkpoint is better than stopping the training
+            logger.warning("Cannot remove the old checkpoint %s: %s", path, error)
+            return
         _fsync_dir(self.checkpoints_dir)
         shutil.rmtree(trash, ignore_errors=True)
 
@@ -363,6 +366,8 @@ class Checkpointer:
                 f"(expected {', '.join(n + SUFFIX for n in missing)}); it was written with other "
                 "recoverables. Load it with allow_partial=True to keep their current state."
             )
+        for name, obj in self.recoverables.items():  # before loading anything
+            _check_class(checkpoint, name, obj)
         for name, obj in self.recoverables.items():
             path = checkpoint.path / f"{name}{SUFFIX}"
             if name in missing:
@@ -370,7 +375,6 @@ class Checkpointer:
                     "Checkpoint %s holds nothing for '%s'; it keeps its current state", checkpoint.path, name
                 )
                 continue
-            _check_class(checkpoint, name, obj)
             try:
                 _load_into(obj, path, checkpoint.end_of_epoch)
             except CheckpointError:
