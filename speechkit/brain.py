@@ -402,8 +402,11 @@ class Brain:
                       "rng_states": self.rng_states, "brain": self}  # fmt: skip
             self.checkpointer.add_missing_recoverables({**self.optimizers_dict, **extras})
 
+    #: Each process has its own running training loss: the checkpoint keeps every process's state.
+    checkpoint_per_process = True
+
     def state_dict(self) -> dict:
-        """The loop's own counters (recoverable as ``brain``)."""
+        """The loop's own counters and this process's running loss (recoverable as ``brain``)."""
         return {
             "optimizer_steps": self.optimizer_steps,
             "train_position": self.train_position,
@@ -419,6 +422,17 @@ class Brain:
         self._recovered_optimization = state.get("optimization", {})
         if self.optimization is not None:
             self.optimization.load_state_dict(self._recovered_optimization)
+
+    def load_process_states(self, states: list, rank: int, world_size: int) -> None:
+        """Load this rank's saved state; on another world size rank 0 takes every saved rank's loss sums."""
+        own = dict(states[min(rank, len(states) - 1)])
+        if len(states) != world_size:
+            saved = [state["train_stats"] for state in states]
+            merged = {key: sum(stats[key] for stats in saved) for key in ("loss_sum", "items", "batches")}
+            merged["elapsed"] = max(stats["elapsed"] for stats in saved)
+            empty = {**merged, "loss_sum": 0.0, "items": 0, "batches": 0}
+            own["train_stats"] = merged if rank == 0 else empty
+        self.load_state_dict(own)
 
     def _checkpoint_saves(self) -> int:
         return self.checkpointer.saves if self.checkpointer is not None else 0

@@ -10,6 +10,11 @@ SCRIPTS = Path(__file__).parent / "scripts"
 pytestmark = pytest.mark.slow
 
 
+def _losses(out) -> list:
+    lines = (out / "train_log.txt").read_text().splitlines()
+    return [part for line in lines for part in line.split(" | ") if part.startswith(("epoch", "loss"))]
+
+
 def _torchrun(processes, make_env, torchrun_exe, out, stop_at: int) -> tuple:
     group = processes(timeout=240)
     group.start([torchrun_exe, "--standalone", "--nproc_per_node=2", str(SCRIPTS / "dropout_train.py"),
@@ -31,6 +36,8 @@ def test_sigterm_then_resume_on_two_ranks_matches_the_unstopped_run(tmp_path, pr
     code, output = _torchrun(processes, make_env, torchrun_exe, resumed, 9)
     assert code == 0, output
 
+    # The epoch's loss averages every rank's items, those before the stop included.
+    assert _losses(resumed) == _losses(straight), (_losses(resumed), _losses(straight))
     expected = torch.load(straight / "final.pt", weights_only=True)
     actual = torch.load(resumed / "final.pt", weights_only=True)
     for name in expected:

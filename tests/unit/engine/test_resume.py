@@ -88,3 +88,19 @@ def test_reconcile_handles_several_groups_and_tuples():
     optimizer.param_groups[1]["betas"] = (0.8, 0.9)
     reconcile_optimizers({"optimizer": optimizer}, wanted, "hparams", "CKPT+x")
     assert optimizer.param_groups[1]["betas"] == (0.9, 0.999) and optimizer.param_groups[1]["lr"] == 0.5
+
+
+def test_the_running_loss_of_every_saved_rank_survives_a_world_size_change():
+    def saved(loss_sum, items):
+        stats = {"loss_sum": loss_sum, "items": items, "batches": 2, "elapsed": items / 4}
+        return {"optimizer_steps": 3, "train_position": 3, "train_stats": stats, "optimization": {}}
+
+    states = [saved(2.0, 4), saved(4.0, 4)]
+    brains = [Regression({"model": torch.nn.Linear(3, 1)}) for _ in range(3)]
+    for rank, brain in enumerate(brains):
+        brain.load_process_states(states, rank, world_size=3)
+        assert brain.train_position == 3
+    parts = [(b.train_stats.loss_sum, b.train_stats.items) for b in brains]
+    assert parts == [(6.0, 8), (0.0, 0), (0.0, 0)]  # the epoch's average over all items is unchanged
+    brains[1].load_process_states(states, 1, world_size=2)
+    assert (brains[1].train_stats.loss_sum, brains[1].train_stats.items) == (4.0, 4)

@@ -2,7 +2,8 @@
 
 Usage: ``torchrun --nproc_per_node=2 dropout_train.py OUT_DIR STOP_AT``. Rank 0 sends itself SIGTERM before
 its training batch number ``STOP_AT`` (counted over epochs; 0: never) unless ``OUT_DIR/stopped`` exists, as a
-preemption notice would. The main process writes the final weights to ``OUT_DIR/final.pt``.
+preemption notice would. The main process writes the final weights to ``OUT_DIR/final.pt`` and the stage
+summaries to ``OUT_DIR/train_log.txt``.
 
 Dropout draws as many numbers as its input has elements, and the ranks' padded batches differ in length, so
 the ranks' generators part ways after the first batch: a resume that gives every rank rank 0's states ends
@@ -50,7 +51,7 @@ def main(out: Path, stop_at: int) -> None:
     model = torch.nn.Sequential(torch.nn.Linear(4, 16), torch.nn.Dropout(0.5), torch.nn.Linear(16, 1))
     epochs = EpochCounter(2)
     checkpointer = Checkpointer(out / "save", {"model": model, "epoch_counter": epochs})
-    hparams = {"out": out, "stop_at": stop_at}
+    hparams = {"out": out, "stop_at": stop_at, "train_log": out / "train_log.txt"}
     brain = DropoutBrain({"model": model}, lambda p: torch.optim.Adam(p, lr=0.01), hparams, run_opts,
                          checkpointer)
     brain.fit(epochs, build_dataset(24, "tr"), train_loader_kwargs={"batch_size": 2, "shuffle": True})
