@@ -121,7 +121,8 @@ class Brain:
             recovered = self.checkpointer.recover_if_possible()
             if recovered is not None:
                 policy = self.run_opts.resume_optimizer_hparams
-                reconcile_optimizers(self.optimizers_dict, from_hparams, policy, recovered.path)
+                scheduled = ("lr",) if self.lr_scheduler is not None else ()  # the scheduler sets lr anyway
+                reconcile_optimizers(self.optimizers_dict, from_hparams, policy, recovered.path, scheduled)
         if self.train_position == 0:
             self.rng_states.forget_pending()  # recovered between epochs: nothing to re-align later
 

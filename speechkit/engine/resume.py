@@ -4,7 +4,8 @@ Loading an optimizer's state also loads its hyperparameters (``lr``, ``weight_de
 run resumed after editing ``lr`` in the YAML would silently keep the old value. The run option
 ``--resume_optimizer_hparams`` chooses: ``checkpoint`` (the default: continue exactly the saved run) or
 ``hparams`` (apply the values the YAML and the command line give). Either way every value that differs is
-logged once, with the side that wins. A learning-rate scheduler still sets ``lr`` after that.
+logged once, with the side that wins. With a learning-rate scheduler, ``lr`` is the scheduler's business (its
+settings come from the hparams, its position from the checkpoint) and is left out of the comparison.
 
 Example:
     >>> opt = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=0.1)
@@ -37,7 +38,7 @@ def optimizer_hyperparameters(optimizers: dict) -> dict:
     }
 
 
-def reconcile_optimizers(optimizers: dict, wanted: dict, policy: str, checkpoint) -> None:
+def reconcile_optimizers(optimizers: dict, wanted: dict, policy: str, checkpoint, skip: tuple = ()) -> None:
     """After recovery, log where the checkpoint's hyperparameters differ from ``wanted``; apply them if asked.
 
     Args:
@@ -45,6 +46,7 @@ def reconcile_optimizers(optimizers: dict, wanted: dict, policy: str, checkpoint
         wanted: :func:`optimizer_hyperparameters` taken before recovery.
         policy: ``"checkpoint"`` keeps the recovered values, ``"hparams"`` writes ``wanted`` back.
         checkpoint: the recovered checkpoint's folder (for the log line).
+        skip: keys another object sets (``("lr",)`` under a learning-rate scheduler).
     """
     if policy not in RESUME_CHOICES:
         raise ValueError(f"policy must be one of {RESUME_CHOICES}, got {policy!r}")
@@ -53,7 +55,7 @@ def reconcile_optimizers(optimizers: dict, wanted: dict, policy: str, checkpoint
         groups = wanted.get(name, [])
         for index, (group, target) in enumerate(zip(optimizer.param_groups, groups)):
             for key, value in target.items():
-                if key in group and not _same(group[key], value):
+                if key in group and key not in skip and not _same(group[key], value):
                     where = name if len(optimizer.param_groups) == 1 else f"{name} group {index}"
                     differences.append(f"{where} {key}: checkpoint {group[key]!r}, hparams {value!r}")
                     if policy == "hparams":

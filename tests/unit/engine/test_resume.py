@@ -104,3 +104,21 @@ def test_the_running_loss_of_every_saved_rank_survives_a_world_size_change():
     assert parts == [(6.0, 8), (0.0, 0), (0.0, 0)]  # the epoch's average over all items is unchanged
     brains[1].load_process_states(states, 1, world_size=2)
     assert (brains[1].train_stats.loss_sum, brains[1].train_stats.items) == (4.0, 4)
+
+
+def test_under_a_scheduler_lr_is_left_to_it(tmp_path, caplog):
+    from speechkit.schedulers import WarmupCosineScheduler
+
+    def scheduled(folder, epochs, peak, weight_decay):
+        torch.manual_seed(0)
+        model = torch.nn.Linear(3, 1)
+        hparams = {"lr_scheduler": WarmupCosineScheduler(peak, warmup_steps=1, total_steps=8)}
+        brain = Regression({"model": model}, adamw(peak, weight_decay), hparams, {"noprogressbar": True},
+                           Checkpointer(folder, {"model": model}))
+        brain.fit(EpochCounter(epochs), DATA, train_loader_kwargs=LOADER)
+
+    scheduled(tmp_path, 1, 0.1, 0.01)
+    scheduled(tmp_path, 2, 0.1, 0.01)  # the saved lr is the scheduled one, not 0.1: no difference to report
+    assert "other optimizer hyperparameters" not in caplog.text
+    scheduled(tmp_path, 3, 0.1, 0.02)
+    assert "(optimizer weight_decay: checkpoint 0.01, hparams 0.02)" in caplog.text
