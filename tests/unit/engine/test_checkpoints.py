@@ -244,3 +244,25 @@ def test_leftovers_of_killed_writers_are_removed_and_never_listed(tmp_path, capl
         [good.path.name, foreign.name]
     )
     assert reader.recover_if_possible().path == good.path
+
+
+def test_a_holder_that_has_ended_is_named_as_such(tmp_path):
+    import json
+    import socket
+    import subprocess
+    import sys
+
+    from speechkit.checkpoint_lock import HOLDER_FILE, describe_holder, read_holder
+
+    ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                           text=True, check=True).stdout.strip()
+    record = {"host": socket.gethostname(), "pid": int(ended), "started": "2026-01-01 00:00:00",
+              "command": "train.py hp.yaml"}
+    (tmp_path / HOLDER_FILE).write_text(json.dumps(record))
+    text = describe_holder(read_holder(tmp_path))
+    assert text.startswith(f"pid {ended} on host {socket.gethostname()}, since 2026-01-01 00:00:00")
+    assert "that process has ended but a child process of it still holds the lock" in text
+    assert text.endswith(": train.py hp.yaml")
+    record["pid"] = os.getpid()
+    (tmp_path / HOLDER_FILE).write_text(json.dumps(record))
+    assert "has ended" not in describe_holder(read_holder(tmp_path))
