@@ -37,6 +37,7 @@ from speechkit.engine.modules import gradient_sync, training_modules
 from speechkit.engine.optimization import OptimizationStep
 from speechkit.engine.precision import Precision
 from speechkit.engine.progress import ProgressBar, StageStats, TrainLog, summary_line
+from speechkit.engine.resume import optimizer_hyperparameters, reconcile_optimizers
 from speechkit.engine.rng import RandomStates
 from speechkit.errors import EXIT_PREEMPTED, DataError
 from speechkit.run_options import RunOptions
@@ -106,12 +107,22 @@ class Brain:
         )
 
     def on_fit_start(self) -> None:
-        """Compile, wrap for several processes, build the optimizers, register recoverables, recover."""
+        """Compile, wrap for several processes, build the optimizers, register recoverables, recover.
+
+        The checkpoints folder is locked for this run first (a second run on it stops here). After recovery
+        the optimizers' hyperparameters follow ``--resume_optimizer_hparams``.
+        """
         self._compile_and_wrap()
         self.init_optimizers()
         self._register_recoverables()
         if self.checkpointer is not None:
-            self.checkpointer.recover_if_possible()
+            from_hparams = optimizer_hyperparameters(self.optimizers_dict)
+            self.checkpointer.acquire_writer_lock()
+            recovered = self.checkpointer.recover_if_possible()
+            if recovered is not None:
+                policy = self.run_opts.resume_optimizer_hparams
+                scheduled = ("lr",) if self.lr_scheduler is not None else ()  # the scheduler sets lr anyway
+                reconcile_optimizers(self.optimizers_dict, from_hparams, policy, recovered.path, scheduled)
         if self.train_position == 0:
             self.rng_states.forget_pending()  # recovered between epochs: nothing to re-align later
 
@@ -396,8 +407,11 @@ class Brain:
                       "rng_states": self.rng_states, "brain": self}  # fmt: skip
             self.checkpointer.add_missing_recoverables({**self.optimizers_dict, **extras})
 
+    #: Each process has its own running training loss: the checkpoint keeps every process's state.
+    checkpoint_per_process = True
+
     def state_dict(self) -> dict:
-        """The loop's own counters (recoverable as ``brain``)."""
+        """The loop's own counters and this process's running loss (recoverable as ``brain``)."""
         return {
             "optimizer_steps": self.optimizer_steps,
             "train_position": self.train_position,
@@ -413,6 +427,17 @@ class Brain:
         self._recovered_optimization = state.get("optimization", {})
         if self.optimization is not None:
             self.optimization.load_state_dict(self._recovered_optimization)
+
+    def load_process_states(self, states: list, rank: int, world_size: int) -> None:
+        """Load this rank's saved state; on another world size rank 0 takes every saved rank's loss sums."""
+        own = dict(states[min(rank, len(states) - 1)])
+        if len(states) != world_size:
+            saved = [state["train_stats"] for state in states]
+            merged = {key: sum(stats[key] for stats in saved) for key in ("loss_sum", "items", "batches")}
+            merged["elapsed"] = max(stats["elapsed"] for stats in saved)
+            empty = {**merged, "loss_sum": 0.0, "items": 0, "batches": 0}
+            own["train_stats"] = merged if rank == 0 else empty
+        self.load_state_dict(own)
 
     def _checkpoint_saves(self) -> int:
         return self.checkpointer.saves if self.checkpointer is not None else 0

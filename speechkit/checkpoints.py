@@ -1,9 +1,23 @@
 """Checkpoints that are atomic, complete and resumable mid-epoch.
 
 A checkpoint is a folder ``CKPT+<date>+<time>+<nn>`` in ``checkpoints_dir`` holding one file per recoverable
-(``<name>.ckpt``) and ``meta.json`` (epoch, end-of-epoch flag, metrics, step, time). It is written to a hidden
-temporary folder, every file is fsynced, and only then the folder is renamed into place: a process killed
-half-way leaves a temporary folder that is never chosen (and is cleaned up by the next save).
+(``<name>.ckpt``) and ``meta.json`` (epoch, end-of-epoch flag, metrics, step, time, the name of every file
+and the class of every recoverable). It is written to a hidden temporary folder, every file is fsynced, and
+only then the folder is renamed into place. Retention renames a checkpoint to a hidden ``.trash-`` folder
+before deleting it. So a process killed at any point leaves complete ``CKPT+`` folders plus hidden debris that
+is never listed and is removed when a writer next takes the folder; a ``CKPT+`` folder whose files do not
+match its ``meta.json`` is never listed either.
+
+One process writes a folder at a time (:mod:`speechkit.checkpoint_lock`): the first save, or
+:meth:`Checkpointer.acquire_writer_lock`, takes the lock; a second run is refused with a
+:class:`~speechkit.errors.CheckpointError` naming the run that holds it. Reading needs no lock.
+
+Loading a checkpoint that lacks the file of a registered recoverable is an error unless the caller asks for
+``allow_partial=True``; an optimizer saved from one class does not load into another.
+
+An object whose state differs between processes (random generators) sets ``checkpoint_per_process = True``:
+every process's ``state_dict()`` is gathered into its file and, on recovery, ``load_process_states(states,
+rank, world_size)`` gives each process its own (docs/distributed.md, "Elastic resume").
 
 Any object with ``state_dict()``/``load_state_dict()`` is recoverable (modules, optimizers, schedulers,
 loaders, gradient scalers). Other objects define ``save_checkpoint(path)`` and ``load_checkpoint(path)``
@@ -24,6 +38,7 @@ import logging
 import os
 import shutil
 import time
+import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
@@ -31,12 +46,14 @@ from typing import Any, Callable, Optional
 import torch
 
 from speechkit import distributed
+from speechkit.checkpoint_lock import WriterLock
 from speechkit.errors import CheckpointError
 
 logger = logging.getLogger(__name__)
 
 PREFIX = "CKPT+"
 TEMP_PREFIX = ".tmp-"
+TRASH_PREFIX = ".trash-"
 META_FILE = "meta.json"
 SUFFIX = ".ckpt"
 
@@ -74,6 +91,10 @@ class Checkpointer:
         self.checkpoints_dir = Path(checkpoints_dir)
         self.recoverables: dict = {}
         self.saves = 0  # how many checkpoints this object wrote (Brain uses it to skip duplicate saves)
+        self._lock = WriterLock(self.checkpoints_dir)
+        # The lock goes with this object (or with the process): short-lived checkpointers never pile up.
+        weakref.finalize(self, self._lock.release)
+        self._reported: set = set()  # folders already warned about (once each, not at every save)
         for name, obj in (recoverables or {}).items():
             self.add_recoverable(name, obj)
 
@@ -123,26 +144,38 @@ class Checkpointer:
         Returns the new :class:`Checkpoint` on the main process, ``None`` on the others.
         """
         dist = distributed
+        per_process = self._gather_per_process_states()  # collective: every process's own states
         checkpoint = None
         if dist.is_main():
-            checkpoint = self._write(meta or {}, end_of_epoch, name, epoch, step)
+            self._take_lock()
+            checkpoint = self._write(meta or {}, end_of_epoch, name, epoch, step, per_process)
         dist.barrier()
         self.saves += 1
         return checkpoint
 
-    def _write(self, meta: dict, end_of_epoch: bool, name: Optional[str], epoch, step) -> Checkpoint:
-        self.checkpoints_dir.mkdir(parents=True, exist_ok=True)
-        self._remove_stale_temporaries()
+    def _gather_per_process_states(self) -> dict:
+        return {
+            name: distributed.all_gather_object(obj.state_dict())
+            for name, obj in self.recoverables.items()
+            if getattr(obj, "checkpoint_per_process", False)
+        }
+
+    def _write(self, meta: dict, end_of_epoch: bool, name, epoch, step, per_process: dict) -> Checkpoint:
         final = self._new_path(name)
         temporary = self.checkpoints_dir / f"{TEMP_PREFIX}{final.name}"
         temporary.mkdir()
         for obj_name, obj in self.recoverables.items():
             target = temporary / f"{obj_name}{SUFFIX}"
-            if callable(getattr(obj, "save_checkpoint", None)):
+            if obj_name in per_process:
+                states = per_process[obj_name]
+                torch.save({"world_size": len(states), "states": states}, target)
+            elif callable(getattr(obj, "save_checkpoint", None)):
                 obj.save_checkpoint(target)
             else:
                 torch.save(obj.state_dict(), target)
-        info = {"end_of_epoch": bool(end_of_epoch), "unixtime": time.time(), "epoch": epoch, "step": step}
+        classes = {obj_name: _class_name(obj) for obj_name, obj in self.recoverables.items()}
+        info = {"end_of_epoch": bool(end_of_epoch), "unixtime": time.time(), "epoch": epoch, "step": step,
+                "files": _file_names(temporary), "classes": classes}
         try:
             payload = json.dumps({"meta": meta, "info": info}, indent=2, default=_json_number)
         except TypeError as error:
@@ -163,9 +196,60 @@ class Checkpointer:
                 return path
         raise CheckpointError(f"{self.checkpoints_dir}: no free checkpoint name for {stamp}")
 
-    def _remove_stale_temporaries(self) -> None:
+    # --- one writer, and its clean-up ---------------------------------------------------------------------
+    def acquire_writer_lock(self) -> None:
+        """Make this process the folder's only writer and clear what killed writers left; every process calls.
+
+        The main process takes the lock (see :mod:`speechkit.checkpoint_lock`) and every process raises the
+        same :class:`CheckpointError` when another run holds it, before any training starts. Saving takes the
+        lock too, so calling this is only needed to fail early.
+        """
+        problem = None
+        if distributed.is_main():
+            try:
+                self._take_lock()
+            except CheckpointError as error:
+                problem = str(error)
+        problem = distributed.broadcast_object(problem)
+        if problem is not None:
+            raise CheckpointError(problem)
+
+    def release_writer_lock(self) -> None:
+        """Stop being the writer (the lock also goes with this object or with the process)."""
+        self._lock.release()
+
+    def _take_lock(self) -> None:
+        if self._lock.acquire():  # cheap when held already; a forked child must take its own
+            self._remove_leftovers()
+
+    def _remove_leftovers(self) -> None:
+        """Remove what killed writers left: temporary and trash folders, empty or incomplete checkpoints."""
         for stale in self.checkpoints_dir.glob(f"{TEMP_PREFIX}{PREFIX}*"):
             shutil.rmtree(stale, ignore_errors=True)
+        for stale in self.checkpoints_dir.glob(f"{TRASH_PREFIX}{PREFIX}*"):
+            shutil.rmtree(stale, ignore_errors=True)
+        for path in self.checkpoints_dir.glob(f"{PREFIX}*"):
+            if path.is_dir() and not any(path.iterdir()):
+                path.rmdir()
+                logger.info("Removed the empty checkpoint folder %s", path)
+            elif path.is_dir() and _missing_files(path):
+                # meta.json promises files that are gone: an unusable checkpoint. (A folder without our
+                # meta.json is left alone: it may be another toolkit's.)
+                logger.warning("Removing the incomplete checkpoint %s (missing %s)", path,
+                               ", ".join(_missing_files(path)))
+                self._discard(path)
+
+    def _discard(self, path: Path) -> None:
+        """Delete a checkpoint so that no kill can leave a partial ``CKPT+`` folder: rename, then remove."""
+        trash = self.checkpoints_dir / f"{TRASH_PREFIX}{path.name}"
+        shutil.rmtree(trash, ignore_errors=True)
+        try:
+            os.rename(path, trash)
+        except OSError as error:  # keeping an old checkpoint is better than stopping the training
+            logger.warning("Cannot remove the old checkpoint %s: %s", path, error)
+            return
+        _fsync_dir(self.checkpoints_dir)
+        shutil.rmtree(trash, ignore_errors=True)
 
     def save_and_keep_only(
         self,
@@ -187,7 +271,7 @@ class Checkpointer:
         """
         checkpoint = self.save_checkpoint(meta, end_of_epoch, name, epoch, step)
         dist = distributed
-        if dist.is_main():
+        if dist.is_main():  # the lock is held: save_checkpoint took it
             self._delete_all_but(
                 checkpoint, num_to_keep, keep_recent, min_keys or [], max_keys or [], ckpt_predicate
             )
@@ -206,11 +290,11 @@ class Checkpointer:
             keep.update(c.path for c in ranked[:num_to_keep])
         for checkpoint in checkpoints:
             if checkpoint.path not in keep and (predicate is None or predicate(checkpoint)):
-                shutil.rmtree(checkpoint.path, ignore_errors=True)
+                self._discard(checkpoint.path)
 
     # --- finding and loading ------------------------------------------------------------------------------
     def list_checkpoints(self) -> list:
-        """Every complete checkpoint, oldest first (temporary folders are never listed)."""
+        """Every complete checkpoint, oldest first (temporary, trash and incomplete ones are not listed)."""
         if not self.checkpoints_dir.is_dir():
             return []
         found = []
@@ -218,10 +302,19 @@ class Checkpointer:
             try:
                 content = json.loads((path / META_FILE).read_text())
             except (OSError, ValueError):
-                logger.warning("Ignoring %s: it has no readable %s", path, META_FILE)
+                self._warn_once(path, f"Ignoring %s: it has no readable {META_FILE}")
                 continue
-            found.append(Checkpoint(path, content.get("meta", {}), content.get("info", {})))
+            info = content.get("info", {})
+            if _missing_files(path, info):
+                self._warn_once(path, "Ignoring the incomplete checkpoint %s: some of its files are gone")
+                continue
+            found.append(Checkpoint(path, content.get("meta", {}), info))
         return sorted(found, key=lambda c: (c.unixtime, c.path.name))
+
+    def _warn_once(self, path: Path, message: str) -> None:
+        if path not in self._reported:
+            self._reported.add(path)
+            logger.warning(message, path)
 
     def find_checkpoint(
         self,
@@ -247,6 +340,7 @@ class Checkpointer:
         min_key: Optional[str] = None,
         max_key: Optional[str] = None,
         ckpt_predicate: Optional[Callable] = None,
+        allow_partial: bool = False,
     ) -> Optional[Checkpoint]:
         """Load the checkpoint :meth:`find_checkpoint` chooses into the recoverables; ``None`` if none."""
         checkpoint = self.find_checkpoint(min_key, max_key, ckpt_predicate)
@@ -254,14 +348,29 @@ class Checkpointer:
             if min_key or max_key:
                 logger.info("No checkpoint in %s has the key %r", self.checkpoints_dir, min_key or max_key)
             return None
-        self.load_checkpoint(checkpoint)
+        self.load_checkpoint(checkpoint, allow_partial=allow_partial)
         return checkpoint
 
-    def load_checkpoint(self, checkpoint: Checkpoint) -> None:
-        """Load every registered recoverable from ``checkpoint``."""
+    def load_checkpoint(self, checkpoint: Checkpoint, allow_partial: bool = False) -> None:
+        """Load every registered recoverable from ``checkpoint``.
+
+        Raises:
+            CheckpointError: naming the checkpoint and the recoverable when its file is missing (unless
+                ``allow_partial``: then it keeps its current state, with a warning), cannot be loaded, or
+                holds an optimizer of another class.
+        """
+        missing = [name for name in self.recoverables if not (checkpoint.path / f"{name}{SUFFIX}").exists()]
+        if missing and not allow_partial:
+            raise CheckpointError(
+                f"checkpoint {checkpoint.path} holds no file for {', '.join(repr(n) for n in missing)} "
+                f"(expected {', '.join(n + SUFFIX for n in missing)}); it was written with other "
+                "recoverables. Load it with allow_partial=True to keep their current state."
+            )
+        for name, obj in self.recoverables.items():  # before loading anything
+            _check_class(checkpoint, name, obj)
         for name, obj in self.recoverables.items():
             path = checkpoint.path / f"{name}{SUFFIX}"
-            if not path.exists():
+            if name in missing:
                 logger.warning(
                     "Checkpoint %s holds nothing for '%s'; it keeps its current state", checkpoint.path, name
                 )
@@ -278,6 +387,14 @@ class Checkpointer:
 
 
 def _load_into(obj: Any, path: Path, end_of_epoch: bool) -> None:
+    if getattr(obj, "checkpoint_per_process", False):
+        saved = torch.load(path, map_location="cpu", weights_only=True)
+        if isinstance(saved, dict) and "states" in saved:
+            obj.load_process_states(list(saved["states"]), distributed.rank(), distributed.world_size())
+        else:  # written before states were kept per process: one state for every process
+            logger.warning("%s holds one state for all processes; every process loads it", path)
+            obj.load_state_dict(saved)
+        return
     custom = getattr(obj, "load_checkpoint", None)
     if callable(custom) and callable(getattr(obj, "save_checkpoint", None)):
         if "end_of_epoch" in inspect.signature(custom).parameters:
@@ -286,6 +403,38 @@ def _load_into(obj: Any, path: Path, end_of_epoch: bool) -> None:
             custom(path)
         return
     obj.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
+
+
+def _class_name(obj: Any) -> str:
+    return f"{type(obj).__module__}.{type(obj).__qualname__}"
+
+
+def _check_class(checkpoint: Checkpoint, name: str, obj: Any) -> None:
+    """An optimizer's or scheduler's state fits only its own class (others fail later, deep in torch)."""
+    saved = checkpoint.info.get("classes", {}).get(name)
+    guarded = (torch.optim.Optimizer, torch.optim.lr_scheduler.LRScheduler)
+    if saved is None or not isinstance(obj, guarded) or saved == _class_name(obj):
+        return
+    raise CheckpointError(
+        f"checkpoint {checkpoint.path}: '{name}' was saved from {saved} but this run's '{name}' is "
+        f"{_class_name(obj)}; its state cannot be loaded into another class. Resume with {saved}, or start "
+        "a new run (another output folder) that loads only the weights."
+    )
+
+
+def _file_names(folder: Path) -> list:
+    """The names of a checkpoint's files (and of folders a custom saver wrote)."""
+    return sorted(p.name for p in folder.iterdir())
+
+
+def _missing_files(path: Path, info: Optional[dict] = None) -> list:
+    """Files that ``meta.json`` lists and ``path`` lacks (older checkpoints list none)."""
+    if info is None:
+        try:
+            info = json.loads((path / META_FILE).read_text()).get("info", {})
+        except (OSError, ValueError, AttributeError):
+            return []
+    return [name for name in info.get("files") or [] if not (path / name).exists()]
 
 
 def _json_number(value: Any) -> Any:

@@ -84,6 +84,13 @@ class RunOptions:
     ckpt_interval_steps: int = _opt(
         0, "Save an intra-epoch checkpoint every this many optimizer steps; 0: off."
     )
+    resume_optimizer_hparams: str = _opt(
+        "checkpoint",
+        "On resume, whose optimizer hyperparameters (lr, weight_decay, betas, ...) win where they differ: "
+        "checkpoint (continue the saved run exactly) or hparams (apply the YAML and command line); "
+        "the differences are logged either way.",
+        ("checkpoint", "hparams"),
+    )
     # Debugging, logging, progress
     debug: bool = _opt(False, "Run a few batches of a few epochs to check that everything runs.")
     debug_batches: int = _opt(2, "Batches per stage with --debug.")

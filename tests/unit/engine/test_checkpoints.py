@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import re
 import signal
 
 import pytest
@@ -139,3 +140,126 @@ def test_bad_recoverables_and_meta_are_refused(tmp_path):
     with pytest.raises(CheckpointError, match="meta"):
         ckpt.save_checkpoint(meta={"loss": object()})
     assert ckpt.list_checkpoints() == []
+
+
+def _hold_the_folder(folder, ready, release):
+    checkpointer = Checkpointer(folder, {"counter": EpochCounter(3)})
+    checkpointer.save_checkpoint()  # takes the lock, held while the object lives
+    ready.set()
+    release.wait(60)
+
+
+def test_a_second_writer_is_refused_naming_the_folder_and_the_holder(tmp_path):
+    from speechkit.brain import Brain
+
+    context = multiprocessing.get_context("fork")
+    ready, release = context.Event(), context.Event()
+    holder = context.Process(target=_hold_the_folder, args=(tmp_path, ready, release))
+    holder.start()
+    try:
+        assert ready.wait(60)
+        ckpt = Checkpointer(tmp_path, {"counter": EpochCounter(3)})
+        refusal = rf"{tmp_path} is in use by another run \(pid {holder.pid} on host"
+        with pytest.raises(CheckpointError, match=refusal):
+            ckpt.save_checkpoint()
+        with pytest.raises(CheckpointError, match=f"pid {holder.pid}"):
+            ckpt.acquire_writer_lock()
+        assert len(ckpt.list_checkpoints()) == 1  # reading needs no lock
+
+        class Never(Brain):
+            def compute_forward(self, batch, stage):
+                raise AssertionError("a refused run must not train")
+
+        model = torch.nn.Linear(3, 1)
+        brain = Never({"model": model}, lambda p: torch.optim.SGD(p, lr=0.1), {"noprogressbar": True},
+                      checkpointer=Checkpointer(tmp_path, {"model": model}))
+        with pytest.raises(CheckpointError, match="in use by another run"):
+            brain.fit(EpochCounter(1), [torch.zeros(3)], train_loader_kwargs={"batch_size": 1})
+    finally:
+        os.kill(holder.pid, signal.SIGKILL)  # the lock dies with its process: nothing stale is left
+        holder.join(60)
+    assert ckpt.save_checkpoint() is not None
+    assert len(ckpt.list_checkpoints()) == 2
+
+
+def test_checkpointers_of_one_process_share_the_folder(tmp_path):
+    first = Checkpointer(tmp_path, {"counter": EpochCounter(3)})
+    second = Checkpointer(tmp_path, {"counter": EpochCounter(3)})
+    first.save_checkpoint()
+    second.save_and_keep_only(num_to_keep=1)
+    assert len(first.list_checkpoints()) == 1
+
+
+def test_a_checkpoint_without_a_registered_file_is_an_error_unless_partial(tmp_path, caplog):
+    model = torch.nn.Linear(3, 2)
+    saved = Checkpointer(tmp_path, {"model": model}).save_checkpoint()
+    fresh, optimizer = torch.nn.Linear(3, 2), torch.optim.SGD(model.parameters(), lr=0.1)
+    ckpt = Checkpointer(tmp_path, {"model": fresh, "optimizer": optimizer})
+    with pytest.raises(CheckpointError, match=re.escape(str(saved.path)) + r" holds no file for 'optimizer' "
+                                              r"\(expected optimizer.ckpt\).*allow_partial=True"):
+        ckpt.recover_if_possible()
+    assert not torch.equal(fresh.weight, model.weight)  # nothing loaded
+    assert ckpt.recover_if_possible(allow_partial=True).path == saved.path
+    assert torch.equal(fresh.weight, model.weight)
+    assert "holds nothing for 'optimizer'" in caplog.text
+
+
+def test_an_optimizer_of_another_class_is_refused_naming_both_classes(tmp_path):
+    model = torch.nn.Linear(3, 2)
+    adam = torch.optim.Adam(model.parameters(), lr=0.1)
+    model(torch.randn(4, 3)).sum().backward()
+    adam.step()
+    saved = Checkpointer(tmp_path, {"model": model, "optimizer": adam}).save_checkpoint()
+    sgd = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    refusal = r": 'optimizer' was saved from torch.optim.adam.Adam but this run's 'optimizer' is " \
+              r"torch.optim.sgd.SGD"
+    with pytest.raises(CheckpointError, match=re.escape(str(saved.path)) + refusal):
+        Checkpointer(tmp_path, {"model": model, "optimizer": sgd}).recover_if_possible()
+
+
+def test_leftovers_of_killed_writers_are_removed_and_never_listed(tmp_path, caplog):
+    ckpt = Checkpointer(tmp_path, {"counter": EpochCounter(3), "model": torch.nn.Linear(2, 2)})
+    reader = Checkpointer(tmp_path, {"counter": EpochCounter(3), "model": torch.nn.Linear(2, 2)})
+    good = ckpt.save_checkpoint()
+    ckpt.release_writer_lock()
+    incomplete = tmp_path / "CKPT+2099-01-01+00-00-00+00"  # a removal killed half-way, before renames
+    incomplete.mkdir()
+    (incomplete / "meta.json").write_text((good.path / "meta.json").read_text())
+    (incomplete / "counter.ckpt").write_text('{"current": 0}')
+    empty = tmp_path / "CKPT+2099-01-01+00-00-00+01"
+    empty.mkdir()
+    foreign = tmp_path / "CKPT+2099-01-01+00-00-00+02"  # no meta.json of ours: not ours to delete
+    foreign.mkdir()
+    (foreign / "CKPT.yaml").write_text("end-of-epoch: true\n")
+    debris = [tmp_path / ".tmp-CKPT+2099-01-01+00-00-00+03", tmp_path / ".trash-CKPT+2099-01-01+00-00-00+04"]
+    for folder in debris:
+        folder.mkdir()
+        (folder / "model.ckpt").write_text("partial")
+    for _ in range(3):
+        assert [c.path for c in reader.list_checkpoints()] == [good.path]
+    assert caplog.text.count(str(incomplete)) == 1 and caplog.text.count(str(empty)) == 1  # warned once
+
+    reader.acquire_writer_lock()  # a writer taking the folder cleans up
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(".lock")) == sorted(
+        [good.path.name, foreign.name]
+    )
+    assert reader.recover_if_possible().path == good.path
+
+
+def test_a_holder_that_has_ended_is_named_as_such(tmp_path):
+    import json
+    import socket
+
+    from speechkit.checkpoint_lock import HOLDER_FILE, describe_holder, read_holder
+
+    ended = 2**22 + 1  # above Linux's largest pid_max: no process has it
+    record = {"host": socket.gethostname(), "pid": int(ended), "started": "2026-01-01 00:00:00",
+              "command": "train.py hp.yaml"}
+    (tmp_path / HOLDER_FILE).write_text(json.dumps(record))
+    text = describe_holder(read_holder(tmp_path))
+    assert text.startswith(f"pid {ended} on host {socket.gethostname()}, since 2026-01-01 00:00:00")
+    assert "that process has ended but a child process of it still holds the lock" in text
+    assert text.endswith(": train.py hp.yaml")
+    record["pid"] = os.getpid()
+    (tmp_path / HOLDER_FILE).write_text(json.dumps(record))
+    assert "has ended" not in describe_holder(read_holder(tmp_path))
