@@ -41,11 +41,10 @@ from speechkit.distributed.processes import (
     process_state,
     write_torchelastic_error_file,
 )
+from speechkit.errors import EXIT_PREEMPTED
 
 #: Exit code of a worker stopped because another worker failed (the launcher names the other one).
 EXIT_PEER_FAILED = 86
-#: A preemption save ends every rank with this code (speechkit.errors.EXIT_PREEMPTED): not a failure.
-_EXIT_PREEMPTED = 75
 #: Longest wait of a stopped rank for the failed process to end (a failed rank may hang in its own shutdown).
 FAILED_RANK_WAIT_S = 60.0
 #: Longest wait of a failed rank for the others to acknowledge its failure (a peer may have died too).
@@ -319,7 +318,7 @@ class FailFast:
 
 
 def _is_failure(code: int) -> bool:
-    return code not in (0, _EXIT_PREEMPTED)
+    return code not in (0, EXIT_PREEMPTED)  # a preemption save ends every rank with EXIT_PREEMPTED
 
 
 def _failed_rank(failure: str) -> Optional[int]:
