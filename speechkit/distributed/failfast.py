@@ -147,8 +147,9 @@ class FailFast:
         if _looks_like_lost_peer(detail):
             detail = f"a collective lost a peer, which probably died first ({detail[:200]})"
         message = f"rank {self.rank} failed: {detail}"
-        if self._stopping.is_set():  # the watchdog is already ending this rank because of another one
-            (self._previous_hook or sys.__excepthook__)(exc_type, exc, tb)
+        if self._stopping.is_set():  # the watchdog is already ending this rank because of another one,
+            # whose end broke what this rank was doing: one line, not a traceback of the consequence.
+            self._say(f"rank {self.rank}, while stopping, got: {detail.splitlines()[0][:200]}")
             self._park()
         try:
             recorded = self.record_failure(message)
@@ -259,14 +260,14 @@ class FailFast:
         """Return once rank ``failed``'s process has ended (bounded by FAILED_RANK_WAIT_S)."""
         deadline = time.monotonic() + FAILED_RANK_WAIT_S
         try:
-            host, _, pid = self.store.get(f"{self.process_prefix}{failed}").decode().rpartition("\n")
+            pid = self._local_pid(failed)
         except Exception:  # noqa: BLE001 - no record of it, or the store's host (the failed rank) ended
             return
-        local = host == host_identity()
+        local = pid is not None
         ended_at = None
         while time.monotonic() < deadline:
             if local:
-                state = process_state(int(pid))
+                state = process_state(pid)
                 if state == "gone":  # reaped: its launcher has seen its exit code
                     return
                 ended = state == "exited"
@@ -282,14 +283,27 @@ class FailFast:
             time.sleep(min(self.poll_s, 0.1))
 
     def _wait_for_acknowledgements(self) -> None:
-        """The failed rank: wait (bounded) until every other rank has seen the failure or is done."""
+        """The failed rank: wait (bounded) until every other rank has seen the failure, is done or is dead."""
         deadline = time.monotonic() + ACKNOWLEDGE_WAIT_S
         waiting = set(range(self.world_size)) - {self.rank}
         while waiting and time.monotonic() < deadline:
             waiting = {r for r in waiting if not self.store.check([f"{self.seen_prefix}{r}"])
-                       and not self.store.check([f"{self.done_prefix}{r}"])}
+                       and not self.store.check([f"{self.done_prefix}{r}"]) and not self._is_dead(r)}
             if waiting:
                 time.sleep(min(self.poll_s, 0.1))
+
+    def _local_pid(self, rank: int) -> Optional[int]:
+        """The pid of ``rank`` if it runs on this machine (so that the kernel can tell when it ended)."""
+        host, _, pid = self.store.get(f"{self.process_prefix}{rank}").decode().rpartition("\n")
+        return int(pid) if host == host_identity() else None
+
+    def _is_dead(self, rank: int) -> bool:
+        """Whether ``rank`` is known to have ended (only on this machine), e.g. killed with the failure."""
+        try:
+            pid = self._local_pid(rank)
+        except Exception:  # noqa: BLE001 - no record: cannot tell
+            return False
+        return pid is not None and process_state(pid) != "running"
 
     def _park(self) -> None:
         """Wait for the thread that is ending this process."""
@@ -303,12 +317,10 @@ class FailFast:
         return value.decode() if isinstance(value, bytes) else str(value)
 
     def _leave(self, message: Optional[str]) -> None:
+        # No last word to the store: whoever waits for this rank (rank 0 at its exit) stops on the failure
+        # record, and the store may have died with the failed rank (a failing call prints a C++ trace).
         if message:
             self._say(message)
-        try:
-            self.store.add(self.exited_key, 1)
-        except Exception:  # noqa: BLE001 - leaving anyway
-            pass
         _real_os_exit(EXIT_PEER_FAILED)
 
     def _say(self, message: str) -> None:

@@ -61,6 +61,10 @@ def test_torchrun_one_rank_raises(tmp_path, processes, make_env, torchrun_exe, p
     assert code != 0
     assert "injected failure for the test" in output
     assert secs < LIMIT_S
+    # Rank 0 (whose peer is stopped because of it) is torchrun's root cause, with the exception's code.
+    cause = root_cause(output)
+    assert re.search(r"rank\s*:\s*0 \(local_rank: 0\)", cause), output
+    assert re.search(r"exitcode\s*:\s*1 \(pid", cause), output
 
 
 def root_cause(torchrun_output: str) -> str:
@@ -78,7 +82,7 @@ def test_torchrun_reports_the_failed_rank_with_its_own_code(tmp_path, processes,
                                                             plain_worker, mode, code, recorded,
                                                             in_error_file):
     """The failed rank ends first: torchrun's root cause is rank 1 with its code, not a stopped peer (86)."""
-    group = processes(timeout=LIMIT_S + 60)
+    group = processes(timeout=4 * LIMIT_S)  # only a hang comes near this, even on a loaded machine
     group.start([torchrun_exe, "--standalone", "--nproc_per_node=2", plain_worker[1], "--", "c.yaml",
                  "--out_dir", str(tmp_path), "--steps", "400", "--step_sleep", "0.05", "--fail_rank", "1",
                  "--fail_step", "3", "--fail_mode", mode], make_env())
@@ -89,5 +93,5 @@ def test_torchrun_reports_the_failed_rank_with_its_own_code(tmp_path, processes,
     assert re.search(rf"exitcode\s*:\s*{code} \(pid", cause), output
     # torchrun read the failure from the error file the failed rank wrote, not only its exit code.
     assert "error.json" in cause and in_error_file in cause, output
+    # The survivor named the failed rank and its code (said before acknowledging, so before rank 1 ended).
     assert f"speechkit.distributed: rank 0 stops because {recorded}" in output, output
-    assert not re.search(r"exitcode\s*:\s*86", output), output
