@@ -255,3 +255,17 @@ def test_spawn_forwards_a_preemption_signal_and_exits_preempted():
     assert code == EXIT_PREEMPTED, err.getvalue()
     assert "forwarding SIGUSR1 to the workers" in err.getvalue()
     assert signal.getsignal(signal.SIGUSR1) is previous  # the launcher's handler is gone afterwards
+
+
+def test_a_later_init_with_other_options_warns_that_the_group_stays(monkeypatch, caplog):
+    from speechkit.distributed import runtime
+
+    env = {"RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}
+    joined = DistributedContext(rank=0, world_size=2, backend="gloo", launcher="env", init_method="env://",
+                                master_addr="127.0.0.1", master_port=29500, timeout_s=300.0)
+    monkeypatch.setattr(runtime._Runtime, "context", joined)
+    with caplog.at_level("WARNING", logger="speechkit.distributed.runtime"):
+        assert dist.init(RunOptions(device="cpu"), environ=env) is joined
+        assert not caplog.records
+        assert dist.init(RunOptions(device="cpu", distributed_timeout_s=600), environ=env) is joined
+    assert "timeout_s=600.0" in caplog.text and "command line" in caplog.text
