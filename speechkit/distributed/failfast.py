@@ -165,8 +165,9 @@ class FailFast:
                                       "".join(traceback.format_exception(exc_type, exc, tb)))
 
     def _sys_exit(self, status=None):
-        if os.getpid() == self._pid:  # not in a forked child (a data-loading worker) sharing the store socket
-            # Acted on at exit (shutdown), where the process really ends: a caught SystemExit is no failure.
+        # Not in a forked child (a data-loading worker sharing the store's socket), nor in a thread, which
+        # sys.exit only ends. Acted on at exit (shutdown), where the process really ends.
+        if os.getpid() == self._pid and threading.current_thread() is threading.main_thread():
             self._exit_status = status
             self._exit_stack = "".join(traceback.format_stack(sys._getframe(1)))
         _real_sys_exit(status)

@@ -111,3 +111,18 @@ def test_a_clean_sys_exit_is_no_failure(tmp_path):
 def test_failure_records_name_their_rank():
     assert failfast._failed_rank("rank 12 exited with code 3 (os._exit)") == 12
     assert failfast._failed_rank("something else") is None
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")  # the thread's SystemExit
+def test_sys_exit_in_a_thread_ends_only_the_thread_and_is_no_failure(tmp_path):
+    import threading
+
+    rank1 = _watchdog(tmp_path, 1)
+    rank1.start(register_atexit=False)
+    try:
+        thread = threading.Thread(target=sys.exit, args=(5,))
+        thread.start()
+        thread.join()
+    finally:
+        rank1.shutdown()
+    assert rank1._failure() is None
