@@ -262,16 +262,26 @@ def parse_arguments(argv: Optional[list] = None) -> tuple:
     Args:
         argv: the arguments after the program name (default: ``sys.argv[1:]``).
 
+    When ``argv`` is this process's own command line (``None`` or ``sys.argv[1:]``), the options also set up
+    the process's place in the world (docs/distributed.md):
+
+    - ``--num-workers N`` without ``--worker-id`` (the self-spawning launcher): this process starts N workers
+      running the same command, waits for them and exits with their combined status; it never returns, so
+      nothing of the recipe runs in the launcher itself;
+    - otherwise the options are handed to :mod:`speechkit.distributed`, so that a worker started by torchrun,
+      srun or the launcher joins its process group at the first call that needs it (``run_on_main``,
+      ``create_experiment_directory``, the ``Brain``), with no ``init`` call in the recipe.
+
     Returns:
-        ``(hparams_file, run_opts, overrides)``: the YAML path (``None`` only when no file was given and the
-        caller is the self-spawning parent), a :class:`RunOptions`, and a dict of overrides whose values are
-        parsed as YAML scalars (``--lr=0.1`` gives ``{"lr": 0.1}``; ``--model.dim 256`` gives
-        ``{"model.dim": 256}``).
+        ``(hparams_file, run_opts, overrides)``: the YAML path (``None`` when no file was given), a
+        :class:`RunOptions`, and a dict of overrides whose values are parsed as YAML scalars (``--lr=0.1``
+        gives ``{"lr": 0.1}``; ``--model.dim 256`` gives ``{"model.dim": 256}``).
 
     Example:
         >>> parse_arguments(["--num-workers", "2", "--", "hp.yaml", "--lr", "1e-3"])[2]
         {'lr': 0.001}
     """
+    own_command_line = argv is None or list(argv) == sys.argv[1:]
     argv = list(sys.argv[1:] if argv is None else argv)
     if "--" in argv:  # `train.py [run options] -- hp.yaml [overrides]`
         split = argv.index("--")
@@ -285,7 +295,25 @@ def parse_arguments(argv: Optional[list] = None) -> tuple:
             values[f.name] = _coerce(f, raw, source="command line")
             explicit.add(f.name)
     run_opts = RunOptions(**values, explicit=frozenset(explicit))
-    return namespace.hparams_file, run_opts, _parse_overrides(rest)
+    overrides = _parse_overrides(rest)
+    if own_command_line:
+        _take_place_in_the_world(run_opts)
+    return namespace.hparams_file, run_opts, overrides
+
+
+def _take_place_in_the_world(run_opts: RunOptions) -> None:
+    """Spawn the workers (never returns) or remember the options for the first call that needs the context.
+
+    The workers rerun this process's command line, so only options parsed from it may start them.
+    """
+    from speechkit.distributed import runtime
+    from speechkit.distributed.env import is_spawn_request
+
+    if is_spawn_request(run_opts):
+        from speechkit.distributed.launch import spawn_local_workers
+
+        sys.exit(spawn_local_workers(run_opts))
+    runtime.use_run_options(run_opts)
 
 
 def _parse_overrides(tokens: list) -> dict:

@@ -31,6 +31,8 @@ from speechkit.errors import DistributedError
 #: Ports derived from a SLURM job id fall in [SLURM_PORT_BASE, SLURM_PORT_BASE + SLURM_PORT_SPAN).
 SLURM_PORT_BASE = 15000
 SLURM_PORT_SPAN = 20000
+#: Set by the self-spawning launcher in its workers' environment.
+LAUNCHED_WORKER_ENV = "SPEECHKIT_SPAWNED_WORKER"
 
 
 @dataclass(frozen=True)
@@ -92,6 +94,23 @@ def is_spawn_request(run_opts) -> bool:
     """True when the command asks this process to start local workers (``--num-workers N``, N > 1, no id)."""
     workers = requested_workers(run_opts)
     return run_opts.worker_id is None and workers is not None and workers > 1
+
+
+def started_by_multiprocess_launcher(environ: Mapping[str, str]) -> bool:
+    """Whether a launcher started this process as one of several (torchrun, an srun step, our own launcher).
+
+    Such a process must not act before it knows its rank: every worker would believe it is the main one.
+
+    Example:
+        >>> started_by_multiprocess_launcher({"RANK": "1", "WORLD_SIZE": "2"})
+        True
+        >>> started_by_multiprocess_launcher({"SLURM_PROCID": "0", "SLURM_NTASKS": "4"})  # a batch script
+        False
+    """
+    if environ.get("WORLD_SIZE", "1") not in ("", "0", "1") or LAUNCHED_WORKER_ENV in environ:
+        return True
+    return "SLURM_STEP_ID" in environ and environ.get(
+        "SLURM_STEP_NUM_TASKS", environ.get("SLURM_NTASKS", "1")) != "1"
 
 
 def resolve_context(run_opts, environ: Mapping[str, str], cuda_device_count: int) -> DistributedContext:

@@ -6,9 +6,14 @@ rank therefore keeps a watchdog that talks to the process group's own key-value 
 build no transport of our own):
 
 - an uncaught exception on rank R first records ``"rank R failed: <error>"`` under a ``failed`` key (the first
-  record wins), then prints its traceback and exits as usual;
-- each rank's watchdog thread polls the ``failed`` key and leaves at once (``os._exit(EXIT_PEER_FAILED)``)
-  with a message naming the failed rank, even while the main thread is blocked inside a collective;
+  record wins), then prints its traceback and exits as usual; ``sys.exit(N)`` and ``os._exit(N)`` with a code
+  other than 0 and ``EXIT_PREEMPTED`` record ``"rank R exited with code N"`` the same way;
+- each rank's watchdog thread polls the ``failed`` key and, even while the main thread is blocked inside a
+  collective, acknowledges the failure, waits (bounded) until the failed process has ended, and leaves
+  (``os._exit(EXIT_PEER_FAILED)``) with a message naming the failed rank. The failed rank waits for the
+  acknowledgements (so that nobody misses its record when its process hosted the store) and exits first, with
+  its own code: torchrun and the self-spawning launcher see it first and report it as the root cause
+  (``processes.write_torchelastic_error_file`` also gives torchrun its message and traceback);
 - watchdogs bump a heartbeat counter; rank 0 records a failure for a rank whose counter stops moving for the
   collective timeout (a killed or frozen process);
 - a store that stops answering means its host (rank 0 or the launcher) died: leave with an error too;
@@ -23,14 +28,35 @@ from __future__ import annotations
 
 import atexit
 import os
+import re
 import sys
 import threading
 import time
 import traceback
 from typing import Optional
 
+from speechkit.distributed.processes import (
+    exit_code_of,
+    host_identity,
+    process_state,
+    write_torchelastic_error_file,
+)
+from speechkit.errors import EXIT_PREEMPTED
+
 #: Exit code of a worker stopped because another worker failed (the launcher names the other one).
 EXIT_PEER_FAILED = 86
+#: Longest wait of a stopped rank for the failed process to end (a failed rank may hang in its own shutdown).
+FAILED_RANK_WAIT_S = 60.0
+#: Longest wait of a failed rank for the others to acknowledge its failure (a peer may have died too).
+ACKNOWLEDGE_WAIT_S = 15.0
+#: An ended process whose parent does not reap it (a shell, a test harness) counts as gone after this long.
+UNREAPED_GRACE_S = 2.0
+#: Across machines only the failed rank's last word in the store is seen; its interpreter still shuts down.
+OTHER_HOST_GRACE_S = 5.0
+
+# The real exits: the watchdog's own exit must not go through the interception below.
+_real_os_exit = os._exit
+_real_sys_exit = sys.exit
 
 
 class FailFast:
@@ -47,18 +73,30 @@ class FailFast:
         self.exited_key = f"{prefix}/exited"
         self.heartbeat_prefix = f"{prefix}/heartbeat/"
         self.done_prefix = f"{prefix}/done/"
+        self.seen_prefix = f"{prefix}/seen/"        # "I saw the failure" (the failed rank waits for these)
+        self.process_prefix = f"{prefix}/process/"  # host identity and pid of each rank
+        self.ended_prefix = f"{prefix}/ended/"      # the exit code a failed rank is about to end with
         self._stop = threading.Event()
+        self._stopping = threading.Event()          # this rank is stopping because of another one
+        self._stopping_lock = threading.Lock()
         self._thread: Optional[threading.Thread] = None
-        self._failed_here = False
+        self._failed_here = False                   # this rank raised or exited with an error code
+        self._first_hand = False                    # ... and its record was the first one
+        self._exit_status = None                    # what sys.exit was given on this rank, and where
+        self._exit_stack = ""
+        self._pid = os.getpid()
         self._previous_hook = None
         self._last_beats: dict = {}
         self._shut_down = False
 
     # -- lifecycle --------------------------------------------------------------------------------
 
-    def start(self, register_atexit: bool = True) -> None:
+    def start(self, register_atexit: bool = True, intercept_exits: bool = True) -> None:
+        self.store.set(f"{self.process_prefix}{self.rank}", f"{host_identity()}\n{self._pid}")
         self._previous_hook = sys.excepthook
         sys.excepthook = self._excepthook
+        if intercept_exits:
+            sys.exit, os._exit = self._sys_exit, self._os_exit
         now = time.monotonic()
         self._last_beats = {r: (-1, now) for r in range(self.world_size)}
         self._thread = threading.Thread(target=self._watch, name="speechkit-failfast", daemon=True)
@@ -72,9 +110,17 @@ class FailFast:
             return
         self._shut_down = True
         self._stop.set()
-        if self._thread is not None:
+        if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=5 * self.poll_s + 1)
+        self._restore_hooks()
+        code = exit_code_of(self._exit_status)
         try:
+            if not self._failed_here and _is_failure(code):  # sys.exit(N) on this rank
+                self._fail_by_exit(code, "sys.exit", self._exit_stack)
+            if self._first_hand:
+                self._wait_for_acknowledgements()
+                self.store.set(f"{self.ended_prefix}{self.rank}", str(code if _is_failure(code) else 1))
+                return
             self.store.set(f"{self.done_prefix}{self.rank}", "1")
             self.store.add(self.exited_key, 1)
             if self.rank == 0:
@@ -82,17 +128,16 @@ class FailFast:
             failure = self._failure()
         except Exception:  # the store's host is gone: nothing left to coordinate with
             return
-        finally:
-            if self._previous_hook is not None and sys.excepthook == self._excepthook:
-                sys.excepthook = self._previous_hook
-        if failure and not self._failed_here:
-            self._leave(f"rank {self.rank} exits with an error because {failure}")
+        if failure and not self._first_hand:
+            self._stop_because(failure, f"rank {self.rank} exits with an error")
 
     def record_failure(self, message: str) -> str:
         """Record ``message`` as the failure unless another rank was first; return the recorded one."""
         self._failed_here = True
         recorded = self.store.compare_set(self.failed_key, "", message)
-        return recorded.decode() if isinstance(recorded, bytes) else str(recorded)
+        recorded = recorded.decode() if isinstance(recorded, bytes) else str(recorded)
+        self._first_hand = self._first_hand or recorded == message
+        return recorded
 
     # -- internals --------------------------------------------------------------------------------
 
@@ -102,15 +147,57 @@ class FailFast:
         if _looks_like_lost_peer(detail):
             detail = f"a collective lost a peer, which probably died first ({detail[:200]})"
         message = f"rank {self.rank} failed: {detail}"
+        if self._stopping.is_set():  # the watchdog is already ending this rank because of another one,
+            # whose end broke what this rank was doing: one line, not a traceback of the consequence.
+            self._say(f"rank {self.rank}, while stopping, got: {detail.splitlines()[0][:200]}")
+            self._park()
         try:
             recorded = self.record_failure(message)
         except Exception:
             recorded = message
+            self._first_hand = True
         (self._previous_hook or sys.__excepthook__)(exc_type, exc, tb)
         if recorded != message:
             self._say(f"{message}; stopped, but the first failure was: {recorded}")
-        else:
-            self._say(f"{message}; the other ranks are told to stop")
+            self._stop_because(recorded, f"rank {self.rank} stops")
+        self._say(f"{message}; the other ranks are told to stop")
+        write_torchelastic_error_file(f"{message} (exit code 1)",
+                                      "".join(traceback.format_exception(exc_type, exc, tb)))
+
+    def _sys_exit(self, status=None):
+        # Not in a forked child (a data-loading worker sharing the store's socket), nor in a thread, which
+        # sys.exit only ends. Acted on at exit (shutdown), where the process really ends.
+        if os.getpid() == self._pid and threading.current_thread() is threading.main_thread():
+            self._exit_status = status
+            self._exit_stack = "".join(traceback.format_stack(sys._getframe(1)))
+        _real_sys_exit(status)
+
+    def _os_exit(self, code):
+        if os.getpid() == self._pid and not self._failed_here and _is_failure(code):
+            try:
+                self._fail_by_exit(int(code), "os._exit", "".join(traceback.format_stack(sys._getframe(1))))
+                if self._first_hand:
+                    self._wait_for_acknowledgements()
+                    self.store.set(f"{self.ended_prefix}{self.rank}", str(int(code)))
+            except Exception:  # noqa: BLE001 - the exit comes first
+                pass
+        _real_os_exit(code)
+
+    def _fail_by_exit(self, code: int, how: str, stack: str) -> None:
+        message = f"rank {self.rank} exited with code {code} ({how})"
+        recorded = self.record_failure(message)
+        if recorded != message:
+            self._stop_because(recorded, f"rank {self.rank} stops")
+        self._say(f"{message}; the other ranks are told to stop")
+        write_torchelastic_error_file(message, f"{how}({code}) called from:\n{stack}")
+
+    def _restore_hooks(self) -> None:
+        if self._previous_hook is not None and sys.excepthook == self._excepthook:
+            sys.excepthook = self._previous_hook
+        if sys.exit == self._sys_exit:
+            sys.exit = _real_sys_exit
+        if os._exit == self._os_exit:
+            os._exit = _real_os_exit
 
     def _watch(self) -> None:
         heartbeat_key = f"{self.heartbeat_prefix}{self.rank}"
@@ -122,7 +209,7 @@ class FailFast:
                     next_beat = time.monotonic() + self.heartbeat_s
                 failure = self._failure()
                 if failure and not self._failed_here:
-                    self._leave(f"rank {self.rank} stops because {failure}")
+                    self._stop_because(failure, f"rank {self.rank} stops")
                 if self.rank == 0 and time.monotonic() >= next_check:
                     next_check = time.monotonic() + self.heartbeat_s
                     self._check_heartbeats()
@@ -148,14 +235,81 @@ class FailFast:
 
     def _wait_for_others(self) -> None:
         deadline = time.monotonic() + self.timeout_s
-        failure_seen_at = None
         while self.store.add(self.exited_key, 0) < self.world_size and time.monotonic() < deadline:
-            if failure_seen_at is None and self._failure():
-                failure_seen_at = time.monotonic()
-            if failure_seen_at is not None and time.monotonic() - failure_seen_at > 10 * self.poll_s + 2:
-                return  # the others were told; do not wait for ranks that may be dead
+            failure = self._failure()
+            if failure:
+                self._stop_because(failure, f"rank {self.rank} exits with an error")
             self._check_heartbeats()
             time.sleep(self.poll_s)
+
+    def _stop_because(self, failure: str, what: str) -> None:
+        """Acknowledge another rank's failure, let its process end first, then leave with EXIT_PEER_FAILED."""
+        if not self._stopping_lock.acquire(blocking=False):  # another thread of this rank is doing it
+            self._park()
+        self._stopping.set()
+        self._say(f"{what} because {failure}")  # now: a launcher may terminate this rank while it waits
+        try:
+            self.store.set(f"{self.seen_prefix}{self.rank}", "1")
+        except Exception:  # noqa: BLE001 - the store's host ended: nothing to acknowledge to
+            pass
+        failed = _failed_rank(failure)
+        if failed is not None and failed != self.rank and "no sign of life" not in failure:
+            self._wait_until_ended(failed)
+        self._leave(None)
+
+    def _wait_until_ended(self, failed: int) -> None:
+        """Return once rank ``failed``'s process has ended (bounded by FAILED_RANK_WAIT_S)."""
+        deadline = time.monotonic() + FAILED_RANK_WAIT_S
+        try:
+            pid = self._local_pid(failed)
+        except Exception:  # noqa: BLE001 - no record of it, or the store's host (the failed rank) ended
+            return
+        local = pid is not None
+        ended_at = None
+        while time.monotonic() < deadline:
+            if local:
+                state = process_state(pid)
+                if state == "gone":  # reaped: its launcher has seen its exit code
+                    return
+                ended = state == "exited"
+            else:
+                try:
+                    ended = self.store.check([f"{self.ended_prefix}{failed}"])
+                except Exception:  # noqa: BLE001 - the store lived in the failed process
+                    return
+            if ended:
+                ended_at = ended_at or time.monotonic()
+                if time.monotonic() - ended_at > (UNREAPED_GRACE_S if local else OTHER_HOST_GRACE_S):
+                    return
+            time.sleep(min(self.poll_s, 0.1))
+
+    def _wait_for_acknowledgements(self) -> None:
+        """The failed rank: wait (bounded) until every other rank has seen the failure, is done or is dead."""
+        deadline = time.monotonic() + ACKNOWLEDGE_WAIT_S
+        waiting = set(range(self.world_size)) - {self.rank}
+        while waiting and time.monotonic() < deadline:
+            waiting = {r for r in waiting if not self.store.check([f"{self.seen_prefix}{r}"])
+                       and not self.store.check([f"{self.done_prefix}{r}"]) and not self._is_dead(r)}
+            if waiting:
+                time.sleep(min(self.poll_s, 0.1))
+
+    def _local_pid(self, rank: int) -> Optional[int]:
+        """The pid of ``rank`` if it runs on this machine (so that the kernel can tell when it ended)."""
+        host, _, pid = self.store.get(f"{self.process_prefix}{rank}").decode().rpartition("\n")
+        return int(pid) if host == host_identity() else None
+
+    def _is_dead(self, rank: int) -> bool:
+        """Whether ``rank`` is known to have ended (only on this machine), e.g. killed with the failure."""
+        try:
+            pid = self._local_pid(rank)
+        except Exception:  # noqa: BLE001 - no record: cannot tell
+            return False
+        return pid is not None and process_state(pid) != "running"
+
+    def _park(self) -> None:
+        """Wait for the thread that is ending this process."""
+        while True:
+            time.sleep(1.0)
 
     def _failure(self) -> Optional[str]:
         if not self.store.check([self.failed_key]):
@@ -163,18 +317,27 @@ class FailFast:
         value = self.store.get(self.failed_key)
         return value.decode() if isinstance(value, bytes) else str(value)
 
-    def _leave(self, message: str) -> None:
-        self._say(message)
-        try:
-            self.store.add(self.exited_key, 1)
-        except Exception:  # noqa: BLE001 - leaving anyway
-            pass
-        os._exit(EXIT_PEER_FAILED)
+    def _leave(self, message: Optional[str]) -> None:
+        # No last word to the store: whoever waits for this rank (rank 0 at its exit) stops on the failure
+        # record, and the store may have died with the failed rank (a failing call prints a C++ trace).
+        if message:
+            self._say(message)
+        _real_os_exit(EXIT_PEER_FAILED)
 
     def _say(self, message: str) -> None:
         stream = self.stream or sys.stderr
         stream.write(f"speechkit.distributed: {message}\n")
         stream.flush()
+
+
+def _is_failure(code: int) -> bool:
+    return code not in (0, EXIT_PREEMPTED)  # a preemption save ends every rank with EXIT_PREEMPTED
+
+
+def _failed_rank(failure: str) -> Optional[int]:
+    """The rank a record names first: records read ``rank R failed: ...`` or ``rank R exited ...``."""
+    match = re.match(r"rank (\d+) ", failure)
+    return int(match.group(1)) if match else None
 
 
 def _looks_like_lost_peer(text: str) -> bool:

@@ -23,8 +23,8 @@ import threading
 import time
 from typing import Optional
 
+from speechkit.distributed.env import LAUNCHED_WORKER_ENV
 from speechkit.distributed.failfast import EXIT_PEER_FAILED
-from speechkit.distributed.ops import LAUNCHED_WORKER_ENV
 from speechkit.errors import EXIT_PREEMPTED, DistributedError
 
 #: Seconds the launcher lets the other workers stop by themselves after a failure before terminating them.

@@ -13,12 +13,10 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional
 
-from speechkit.distributed.runtime import context
+from speechkit.distributed.runtime import context, refuse_unknown_place
 from speechkit.errors import DistributedError
 
 _REDUCE_OPS = ("sum", "mean", "max", "min")
-#: Set by the self-spawning launcher in its workers' environment.
-LAUNCHED_WORKER_ENV = "SPEECHKIT_SPAWNED_WORKER"
 
 
 def _group_ready() -> bool:
@@ -69,7 +67,7 @@ def run_on_main(fn: Callable, args: tuple = (), kwargs: Optional[dict] = None,
         >>> run_on_main(lambda: 42)
         42
     """
-    _refuse_before_init("run_on_main")
+    refuse_unknown_place("run_on_main")
     result = fn(*args, **(kwargs or {})) if is_main() else None
     barrier()
     if post_fn is not None:
@@ -156,23 +154,6 @@ def all_reduce_max(value):
 def all_reduce_mean(value):
     """``all_reduce(value, "mean")``."""
     return all_reduce(value, "mean")
-
-
-def _refuse_before_init(name: str) -> None:
-    """Before ``init``, every worker of a multi-process launch would believe it is the main process."""
-    import os
-
-    from speechkit.distributed.runtime import initialized
-
-    if initialized():
-        return
-    env = os.environ
-    launched = env.get("WORLD_SIZE", "1") not in ("", "0", "1") or (
-        "SLURM_STEP_ID" in env and env.get("SLURM_STEP_NUM_TASKS", env.get("SLURM_NTASKS", "1")) != "1"
-    ) or LAUNCHED_WORKER_ENV in env
-    if launched:
-        raise DistributedError(f"{name} was called before speechkit.distributed.init(run_opts) in a process "
-                               "started by a multi-process launcher; call init right after parse_arguments")
 
 
 def _comm_device():

@@ -4,6 +4,11 @@ The resolved :class:`~speechkit.distributed.env.DistributedContext` is the only 
 package (a process has exactly one place in the world); it is set by :func:`init` and read by the helpers in
 ``ops``. Nothing reads the environment after that.
 
+A recipe need not call :func:`init` itself: ``parse_arguments`` hands the run options of the process's
+command line to :func:`use_run_options`, and in a process started by a multi-process launcher the first call
+that needs the context (``context()``, hence ``run_on_main``, ``is_main``, ``barrier``, ...) runs ``init``
+with them.
+
 Example:
     >>> from speechkit.run_options import RunOptions
     >>> ctx = init(RunOptions())          # one process here
@@ -19,7 +24,12 @@ import sys
 from datetime import timedelta
 from typing import Optional
 
-from speechkit.distributed.env import DistributedContext, is_spawn_request, resolve_context
+from speechkit.distributed.env import (
+    DistributedContext,
+    is_spawn_request,
+    resolve_context,
+    started_by_multiprocess_launcher,
+)
 from speechkit.errors import DistributedError
 
 logger = logging.getLogger(__name__)
@@ -30,6 +40,16 @@ class _Runtime:
 
     context: Optional[DistributedContext] = None
     watchdog = None
+    #: The run options parsed from this process's command line (for an implicit ``init``).
+    run_opts = None
+
+
+def use_run_options(run_opts) -> None:
+    """Remember the run options of this process's command line; a later implicit :func:`init` uses them.
+
+    Called by ``speechkit.parse_arguments`` when it parses the process's own command line.
+    """
+    _Runtime.run_opts = run_opts
 
 
 def init(run_opts, environ=None) -> DistributedContext:
@@ -46,6 +66,7 @@ def init(run_opts, environ=None) -> DistributedContext:
         the :class:`DistributedContext` of this process.
     """
     if _Runtime.context is not None:
+        _warn_if_different(_Runtime.context, run_opts, environ)
         return _Runtime.context
     import torch
 
@@ -66,9 +87,16 @@ def init(run_opts, environ=None) -> DistributedContext:
 
 
 def context() -> DistributedContext:
-    """The context set by :func:`init`, or a one-process context on cuda:0 (if CUDA) or cpu before it."""
+    """The context of this process.
+
+    Before :func:`init`: in a process started by a multi-process launcher whose run options were parsed
+    (``parse_arguments``), ``init`` runs now with them (joining the process group: every worker runs the same
+    script, so each gets here); otherwise a one-process context on cuda:0 (if CUDA) or cpu.
+    """
     if _Runtime.context is not None:
         return _Runtime.context
+    if _Runtime.run_opts is not None and started_by_multiprocess_launcher(os.environ):
+        return init(_Runtime.run_opts)
     try:
         import torch
 
@@ -78,9 +106,44 @@ def context() -> DistributedContext:
     return DistributedContext(device=device)
 
 
+def _warn_if_different(ctx: DistributedContext, run_opts, environ) -> None:
+    """A second ``init`` with other options (the YAML's ``distributed_timeout_s``) cannot change the group."""
+    if not ctx.is_distributed or run_opts is None or run_opts is _Runtime.run_opts:
+        return
+    if is_spawn_request(run_opts):
+        return
+    try:
+        import torch
+
+        cuda_count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        wanted = resolve_context(run_opts, os.environ if environ is None else environ, cuda_count)
+    except DistributedError:
+        return
+    differ = [name for name in ("device", "backend", "timeout_s")
+              if getattr(wanted, name) != getattr(ctx, name)]
+    if differ:
+        logger.warning("distributed: already initialised as %s; the run options given now ask for %s, which "
+                       "take effect only when given on the command line", ctx.describe(),
+                       ", ".join(f"{name}={getattr(wanted, name)}" for name in differ))
+
+
 def initialized() -> bool:
     """Whether :func:`init` ran in this process (and :func:`shutdown` did not follow)."""
     return _Runtime.context is not None
+
+
+def refuse_unknown_place(name: str) -> None:
+    """Raise if this process cannot know its rank yet although a multi-process launcher started it.
+
+    That is: no :func:`init` and no parsed run options for an implicit one; every worker would take itself
+    for the main process.
+    """
+    unknown = _Runtime.context is None and _Runtime.run_opts is None
+    if unknown and started_by_multiprocess_launcher(os.environ):
+        raise DistributedError(
+            f"{name} was called before speechkit.distributed.init(run_opts) in a process started by a "
+            "multi-process launcher, and no run options were parsed to initialise it: call "
+            "speechkit.parse_arguments() (or init(run_opts)) first")
 
 
 def shutdown() -> None:

@@ -181,14 +181,50 @@ def test_heartbeats_keep_a_rank_alive(tmp_path):
 
 @pytest.mark.parametrize("env", [{"WORLD_SIZE": "2", "RANK": "1"}, {"SPEECHKIT_SPAWNED_WORKER": "1"},
                                  {"SLURM_STEP_ID": "0", "SLURM_STEP_NUM_TASKS": "4", "SLURM_PROCID": "2"}])
-def test_run_on_main_before_init_under_a_launcher_is_an_error(monkeypatch, env):
+def test_run_on_main_under_a_launcher_without_init_or_parsed_options_is_an_error(monkeypatch, env):
     from speechkit.distributed import runtime
 
     monkeypatch.setattr(runtime._Runtime, "context", None)  # other tests of this process may have run init
+    monkeypatch.setattr(runtime._Runtime, "run_opts", None)
     for key, value in env.items():
         monkeypatch.setenv(key, value)
-    with pytest.raises(DistributedError, match=r"before speechkit.distributed.init\(run_opts\)"):
+    with pytest.raises(DistributedError, match=r"before speechkit.distributed.init\(run_opts\).*parse_argum"):
         dist.run_on_main(print)
+
+
+def test_parse_arguments_hands_only_the_process_command_line_to_the_runtime(monkeypatch):
+    from speechkit.distributed import runtime
+
+    monkeypatch.setattr(runtime._Runtime, "run_opts", None)
+    monkeypatch.setattr(sys, "argv", ["train.py", "hp.yaml", "--device", "cpu", "--lr", "0.1"])
+    parse_arguments(["other.yaml", "--device", "cpu"])  # some other command line: not this process's options
+    assert runtime._Runtime.run_opts is None
+    _, run_opts, _ = parse_arguments(sys.argv[1:])
+    assert runtime._Runtime.run_opts is run_opts
+    _, again, _ = parse_arguments()
+    assert runtime._Runtime.run_opts is again and again.device == "cpu"
+
+
+def test_parsed_options_initialise_the_context_implicitly_under_a_launcher(monkeypatch, tmp_path):
+    """One worker of a one-process explicit launch: the first ``is_main`` joins the group, no init call."""
+    from speechkit.distributed import runtime
+
+    monkeypatch.setattr(runtime._Runtime, "context", None)
+    monkeypatch.setattr(runtime._Runtime, "run_opts", None)
+    monkeypatch.setenv("SPEECHKIT_SPAWNED_WORKER", "1")
+    argv = ["--worker-id", "0", "--num-workers", "1", "--device", "cpu", "--", "hp.yaml"]
+    monkeypatch.setattr(sys, "argv", ["train.py", *argv])
+    parse_arguments(argv)
+    assert not runtime.initialized()
+    assert dist.run_on_main(lambda: "ran") == "ran"
+    assert runtime.initialized() and dist.context().launcher == "explicit"  # from the parsed --worker-id
+    runtime.shutdown()
+
+
+def test_a_spawn_request_on_another_command_line_starts_nothing(monkeypatch):
+    monkeypatch.setattr(sys, "argv", ["pytest"])
+    _, run_opts, _ = parse_arguments(["--num-workers", "2", "--", "hp.yaml"])
+    assert run_opts.num_workers == 2 and run_opts.worker_id is None
 
 
 PREEMPTIBLE_CHILD = """
@@ -219,3 +255,17 @@ def test_spawn_forwards_a_preemption_signal_and_exits_preempted():
     assert code == EXIT_PREEMPTED, err.getvalue()
     assert "forwarding SIGUSR1 to the workers" in err.getvalue()
     assert signal.getsignal(signal.SIGUSR1) is previous  # the launcher's handler is gone afterwards
+
+
+def test_a_later_init_with_other_options_warns_that_the_group_stays(monkeypatch, caplog):
+    from speechkit.distributed import runtime
+
+    env = {"RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}
+    joined = DistributedContext(rank=0, world_size=2, backend="gloo", launcher="env", init_method="env://",
+                                master_addr="127.0.0.1", master_port=29500, timeout_s=300.0)
+    monkeypatch.setattr(runtime._Runtime, "context", joined)
+    with caplog.at_level("WARNING", logger="speechkit.distributed.runtime"):
+        assert dist.init(RunOptions(device="cpu"), environ=env) is joined
+        assert not caplog.records
+        assert dist.init(RunOptions(device="cpu", distributed_timeout_s=600), environ=env) is joined
+    assert "timeout_s=600.0" in caplog.text and "command line" in caplog.text

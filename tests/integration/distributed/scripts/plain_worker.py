@@ -1,8 +1,9 @@
 """A worker built on torch alone plus speechkit.distributed, started by every launcher under test.
 
 Usage: ``python plain_worker.py [run options] -- config.yaml --out_dir D [--steps 6] [--fail_rank R]
-[--fail_step S] [--fail_mode raise|kill|exit]``. Each rank trains a DDP-wrapped linear layer for a few steps
-and writes ``D/rank<R>.json`` with its context, the gathered ranks, reduced values and its final weights.
+[--fail_step S] [--fail_mode raise|kill|exit|os_exit]`` (``exit``: ``sys.exit(3)``; ``os_exit``:
+``os._exit(4)``). Each rank trains a DDP-wrapped linear layer for a few steps and writes ``D/rank<R>.json``
+with its context, the gathered ranks, reduced values and its final weights.
 """
 from __future__ import annotations
 
@@ -61,6 +62,8 @@ def fail(mode: str) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
     if mode == "exit":
         sys.exit(3)
+    if mode == "os_exit":
+        os._exit(4)
     raise RuntimeError("injected failure for the test")
 
 
