@@ -6,7 +6,7 @@ frame, as it would with that item alone; the encoder and decoder have no bias, s
 A mixture separated alone or padded in a batch gives the same sources.
 
 Presets (``PRESETS``): ``paper`` is the published best configuration (N=512, L=16, B=128, H=512, P=3, X=8,
-R=3, gLN); ``small`` trains on a CPU in minutes at 8 kHz.
+R=3, gLN); ``small`` trains on a CPU in minutes at 8 kHz; ``tiny`` is for smoke tests.
 
 Example:
     >>> model = ConvTasNet.from_preset("small", num_speakers=2)
@@ -27,6 +27,9 @@ PRESETS = {
                   blocks_per_repeat=8, repeats=3),
     "small": dict(enc_dim=128, kernel_size=32, bottleneck_dim=64, hidden_dim=128, conv_kernel=3,
                   blocks_per_repeat=6, repeats=2),
+    # For smoke tests: separates nothing well, trains in a second.
+    "tiny": dict(enc_dim=16, kernel_size=16, bottleneck_dim=8, hidden_dim=16, conv_kernel=3,
+                 blocks_per_repeat=2, repeats=1),
 }
 
 
@@ -144,11 +147,12 @@ class ConvTasNet(nn.Module):
         self.decoder = nn.ConvTranspose1d(enc_dim, 1, kernel_size, stride=self.stride, bias=False)
 
     @classmethod
-    def from_preset(cls, name: str, num_speakers: int = 2, **overrides) -> ConvTasNet:
-        """``ConvTasNet.from_preset("paper", num_speakers=3)``; keyword overrides change single sizes."""
+    def from_preset(cls, name: str, num_speakers: int = 2, overrides: dict = None, **sizes) -> ConvTasNet:
+        """``ConvTasNet.from_preset("paper", num_speakers=3)``; ``overrides`` (a dict, handy in YAML) and
+        keyword arguments change single sizes."""
         if name not in PRESETS:
             raise ValueError(f"unknown Conv-TasNet preset {name!r}; known: {', '.join(PRESETS)}")
-        return cls(num_speakers=num_speakers, **{**PRESETS[name], **overrides})
+        return cls(num_speakers=num_speakers, **{**PRESETS[name], **(overrides or {}), **sizes})
 
     def forward(self, mixture: torch.Tensor, lengths: torch.Tensor = None) -> torch.Tensor:
         batch, time = mixture.shape

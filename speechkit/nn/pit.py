@@ -70,7 +70,11 @@ def best_permutation(cost: torch.Tensor) -> torch.Tensor:
         targets = torch.arange(sources, device=cost.device)
         totals = cost[:, perms, targets].sum(-1)  # (batch, permutations)
         return perms[totals.argmin(dim=1)]
-    from scipy.optimize import linear_sum_assignment
+    try:
+        from scipy.optimize import linear_sum_assignment
+    except ImportError:
+        raise ImportError(f"PIT over {sources} sources solves an assignment problem with scipy: "
+                          "pip install scipy (or speechkit[separation])") from None
 
     result = torch.empty(batch, sources, dtype=torch.int64)
     for b, matrix in enumerate(cost.detach().double().cpu().numpy()):
