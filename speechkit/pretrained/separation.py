@@ -1,14 +1,14 @@
 """``SeparationModel``: split a recording of several talkers into one waveform per talker.
 
 A separation model folder's ``hyperparams.yaml`` declares ``interface: SeparationModel``, ``sample_rate``,
-``num_speakers``, ``modules`` with a ``separator`` (called as ``separator(mixtures, lengths)`` and returning
+``num_speakers``, ``modules`` with a ``separator`` (called as ``separator(mixtures, lengths)``, returning
 ``(batch, speakers, time)``, e.g. :class:`speechkit.models.ConvTasNet`), and a ``pretrainer`` naming its weight
 file. ``speechkit export`` writes one from a trained separation recipe.
 
 Example:
     >>> from speechkit.pretrained import SeparationModel
     >>> model = SeparationModel.from_hparams("results/separator-model")  # doctest: +SKIP
-    >>> sources = model.separate_file("meeting.wav")  # (speakers, time) at model.sample_rate  # doctest: +SKIP
+    >>> sources = model.separate_file("meeting.wav")  # (speakers, time), model's rate  # doctest: +SKIP
 """
 from __future__ import annotations
 

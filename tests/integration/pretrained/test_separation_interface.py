@@ -1,5 +1,5 @@
-"""SeparationModel round trip: a checkpoint -> ``speechkit export`` -> load from a path, a URL and a Hub repo ->
-``separate_file`` / ``separate_batch`` / ``speechkit separate`` give the model's own output."""
+"""SeparationModel round trip: a checkpoint -> ``speechkit export`` -> load from a path, a URL and a Hub
+repo -> ``separate_file`` / ``separate_batch`` / ``speechkit separate`` give the model's own output."""
 from __future__ import annotations
 
 import pytest
