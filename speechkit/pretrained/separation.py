@@ -2,8 +2,8 @@
 
 A separation model folder's ``hyperparams.yaml`` declares ``interface: SeparationModel``, ``sample_rate``,
 ``num_speakers``, ``modules`` with a ``separator`` (called as ``separator(mixtures, lengths)``, returning
-``(batch, speakers, time)``, e.g. :class:`speechkit.models.ConvTasNet`), and a ``pretrainer`` naming its weight
-file. ``speechkit export`` writes one from a trained separation recipe.
+``(batch, speakers, time)``, e.g. :class:`speechkit.models.ConvTasNet`), and a ``pretrainer`` naming its
+weight file. ``speechkit export`` writes one from a trained separation recipe.
 
 Example:
     >>> from speechkit.pretrained import SeparationModel
