@@ -91,7 +91,8 @@ def main(argv):
     brain.fit(hparams["epoch_counter"], data["train"], data["valid"],
               train_loader_kwargs=hparams["train_loader_kwargs"],
               valid_loader_kwargs=hparams["eval_loader_kwargs"])
-    brain.evaluate(data["test"], min_key="loss", test_loader_kwargs=hparams["eval_loader_kwargs"])
+    brain.evaluate(data["test"], min_key=hparams["test_min_key"],
+                   test_loader_kwargs=hparams["eval_loader_kwargs"])
     return brain
 
 
