@@ -57,8 +57,9 @@ class DepthwiseDilatedConv(nn.Module):
     """Same-length dilated depthwise convolution, written as a sum of ``kernel`` shifted products.
 
     Equal to ``nn.Conv1d(channels, channels, kernel, dilation=d, padding=d*(kernel-1)//2, groups=channels)``
-    (same parameter shapes), but several times faster on CPU, where PyTorch runs dilated grouped convolutions
-    on a slow generic path. Input and output ``(batch, channels, frames)``.
+    (same parameter shapes), but faster on CPU, where PyTorch runs dilated grouped convolutions on a generic
+    path (benchmarks/separation.py: 1.1x in training, 1.4x in separation for the small preset). Input and
+    output ``(batch, channels, frames)``.
     """
 
     def __init__(self, channels: int, kernel: int, dilation: int):
