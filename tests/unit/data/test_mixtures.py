@@ -133,3 +133,17 @@ def test_dynamic_mixing_resumes_mid_epoch_with_the_same_mixtures(tmp_path):
     assert first.dataset.epoch == resumed.dataset.epoch == 3  # the loader hands its epoch to the dataset
     for a, b in zip(rest, again):
         assert torch.equal(a, b)
+
+
+def test_mixtures_command(tmp_path, capsys):
+    from speechkit.cli import main as speechkit_main
+
+    manifest = _corpus(tmp_path, speakers=("a", "b"))
+    assert speechkit_main(["mixtures", manifest, str(tmp_path / "out"), "--split", "valid", "--num-mixtures",
+                           "2", "--sample-rate", "16000", "--replace", f"data_root={tmp_path}"]) == 0
+    rows = json.loads((tmp_path / "out" / "valid.json").read_text())
+    assert len(rows) == 2 and all(row["s1_spk"] != row["s2_spk"] for row in rows.values())
+    broken = tmp_path / "broken.json"
+    broken.write_text(json.dumps({"x1": {"wav": str(tmp_path / "a0.flac"), "duration": 1.0}}))
+    assert speechkit_main(["mixtures", str(broken), str(tmp_path / "bad"), "--num-mixtures", "1"]) == 1
+    assert "'x1' has no 'spk' field" in capsys.readouterr().err
