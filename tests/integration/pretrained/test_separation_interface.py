@@ -40,6 +40,8 @@ def exported(tmp_path):
                            str(tmp_path / "inference.yaml"), "--min-key", "loss", "--output",
                            str(tmp_path / "model")])
     assert code == 0
+    card = (tmp_path / "model" / "README.md").read_text()
+    assert "SeparationModel.from_hparams" in card and "speechkit separate" in card
     return model.eval(), tmp_path / "model"
 
 
