@@ -1,5 +1,5 @@
-"""The separation recipe's SLURM script for real: SLURM_PROCID/NTASKS/LOCALID become the explicit worker flags
-and the workers meet through a file:// rendezvous. Skipped when no SLURM cluster answers (see test_slurm.py)."""
+"""The separation recipe's SLURM script for real: SLURM_PROCID/NTASKS/LOCALID become the explicit worker
+flags and the workers meet through a file:// rendezvous. Skipped when no SLURM cluster answers."""
 from __future__ import annotations
 
 import os
