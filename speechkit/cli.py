@@ -25,6 +25,8 @@ COMMANDS = {
     "fetch": ("speechkit.pretrained.cli_fetch", "Fetch pretrained files (local path, Hub or URL)."),
     "export": ("speechkit.pretrained.export", "Turn a recipe's best checkpoint into a model folder."),
     "transcribe": ("speechkit.pretrained.cli_transcribe", "Transcribe audio files with a pretrained model."),
+    "separate": ("speechkit.pretrained.cli_separate", "Split recordings into one file per talker."),
+    "mixtures": ("speechkit.data.mixtures_cli", "Write speech mixtures (mix/, s1/, s2/) from a manifest."),
     "evaluate": ("speechkit.pretrained.evaluate", "Score a pretrained model on a test manifest (WER), "
                  "sharded over torchrun/srun workers."),
 }

@@ -94,6 +94,8 @@ class SpeechLoader:
         # The pass's batches are fixed up front (DataLoader may call iter() on its batch sampler twice), and
         # the position is counted here, from the batches handed to the caller, not those workers prefetch.
         batches = self.batch_sampler.begin_pass()
+        if hasattr(self.dataset, "set_epoch"):  # items drawn per epoch (dynamic mixing), also after a resume
+            self.dataset.set_epoch(self.epoch)
         self._start = self.batch_sampler.pass_start
         self._received = 0
         if self.rank == 0:

@@ -1,4 +1,5 @@
-"""Complete models: ASR encoders (Conformer, Transformer, recurrent), a CTC head, an attention decoder, LMs.
+"""Complete models: ASR encoders (Conformer, Transformer, recurrent), a CTC head, an attention decoder, LMs,
+a separator (Conv-TasNet).
 
 Example:
     >>> import torch
@@ -9,6 +10,7 @@ Example:
     torch.Size([1, 24, 30])
 """
 
+from speechkit.models.conv_tasnet import ConvTasNet
 from speechkit.models.decoder import TransformerDecoder
 from speechkit.models.encoders import ConformerEncoder, CTCHead, TransformerEncoder
 from speechkit.models.language_models import LSTMLanguageModel, TransformerLanguageModel
@@ -16,6 +18,7 @@ from speechkit.models.recurrent import RecurrentEncoder, stack_frames
 
 __all__ = [
     "CTCHead",
+    "ConvTasNet",
     "ConformerEncoder",
     "LSTMLanguageModel",
     "RecurrentEncoder",

@@ -13,6 +13,7 @@ from speechkit.nn.feedforward import FeedForward
 from speechkit.nn.losses import CTCLoss, LabelSmoothedNLLLoss, ctc_loss, label_smoothed_nll_loss
 from speechkit.nn.masks import check_lengths, length_mask, values_checkable, zero_padding
 from speechkit.nn.normalization import MaskedInstanceNorm, masked_mean_var
+from speechkit.nn.pit import PITLoss, apply_permutation, pairwise_si_snr, pit_si_snr_loss
 from speechkit.nn.positional import RotaryEmbedding, SinusoidalPositionalEncoding, sinusoid_table
 from speechkit.nn.subsampling import Conv2dSubsampling, subsampled_lengths
 from speechkit.nn.transformer import TransformerDecoderLayer, TransformerEncoderLayer
@@ -26,16 +27,20 @@ __all__ = [
     "LabelSmoothedNLLLoss",
     "MaskedInstanceNorm",
     "MultiHeadAttention",
+    "PITLoss",
     "RotaryEmbedding",
     "SinusoidalPositionalEncoding",
     "TransformerDecoderLayer",
     "TransformerEncoderLayer",
+    "apply_permutation",
     "attention_mask",
     "check_lengths",
     "ctc_loss",
     "label_smoothed_nll_loss",
     "length_mask",
     "masked_mean_var",
+    "pairwise_si_snr",
+    "pit_si_snr_loss",
     "scaled_dot_product_attention_aligned",
     "sinusoid_table",
     "subsampled_lengths",

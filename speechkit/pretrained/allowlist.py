@@ -56,7 +56,7 @@ FUNCTIONAL_HELPERS = frozenset({"assert_int_or_pair", "boolean_dispatch", "handl
 #: speechkit's names made for YAML, per kind. Nothing here reads or writes a file (files reach a model only
 #: through the Pretrainer, which fetches them and loads them as weights).
 SPEECHKIT_CLASSES = {
-    "speechkit.models": ("CTCHead", "ConformerEncoder", "LSTMLanguageModel", "RecurrentEncoder",
+    "speechkit.models": ("CTCHead", "ConformerEncoder", "ConvTasNet", "LSTMLanguageModel", "RecurrentEncoder",
                          "TransformerDecoder", "TransformerEncoder", "TransformerLanguageModel"),
     "speechkit.nn": ("CTCLoss", "ConformerBlock", "Conv2dSubsampling", "ConvolutionModule", "FeedForward",
                      "LabelSmoothedNLLLoss", "MaskedInstanceNorm", "MultiHeadAttention", "RotaryEmbedding",

@@ -23,6 +23,7 @@ import hashlib
 import logging
 import os
 import pathlib
+import re
 import shutil
 
 from speechkit.cli import name_value
@@ -93,7 +94,7 @@ def export_model(checkpoints_dir, hparams_file, output, min_key=None, max_key=No
             written[spec] = _write_file(loadable, spec, checkpoint.path, mapping, files, tmp)
         (tmp / "hyperparams.yaml").write_text(text)
         (tmp / "README.md").write_text(_model_card(name or output.name, description, checkpoint, written,
-                                                   hparams_file, min_key or max_key))
+                                                   hparams_file, min_key or max_key, _usage(text)))
         if verify:
             _verify(tmp)
             _warn_if_remote_copies_need_trust(text, hparams_file)
@@ -166,7 +167,20 @@ def _sha256(path: pathlib.Path) -> str:
     return digest.hexdigest()
 
 
-def _model_card(name, description, checkpoint, written: dict, hparams_file, key) -> str:
+def _usage(yaml_text: str) -> str:
+    """The model card's usage lines for the interface the YAML declares."""
+    if re.search(r"^interface:\s*SeparationModel\s*$", yaml_text, re.MULTILINE):
+        return ('```python\nfrom speechkit.pretrained import SeparationModel\n'
+                'model = SeparationModel.from_hparams("<this folder, Hub repo id or URL>")\n'
+                'sources = model.separate_file("mixture.wav")  # (speakers, time)\n```\n\n'
+                'or `speechkit separate <source> mixture.wav --out separated/`.')
+    return ('```python\nfrom speechkit.pretrained import Pretrained\n'
+            'model = Pretrained.from_hparams("<this folder, Hub repo id or URL>")\n'
+            'print(model.transcribe_file("speech.flac"))\n```\n\n'
+            'or `speechkit transcribe <source> speech.flac`.')
+
+
+def _model_card(name, description, checkpoint, written: dict, hparams_file, key, usage: str = "") -> str:
     metrics = "\n".join(f"| {k} | {v} |" for k, v in sorted(checkpoint.meta.items())) or "| (none) | |"
     file_rows = "\n".join(f"| {f} | {p.stat().st_size} | `{_sha256(p)}` |"
                           for f, p in sorted(written.items()))
@@ -179,14 +193,8 @@ def _model_card(name, description, checkpoint, written: dict, hparams_file, key)
 
 ## Usage
 
-```python
-from speechkit.pretrained import Pretrained
-model = Pretrained.from_hparams("<this folder, Hub repo id or URL>")
-print(model.transcribe_file("speech.flac"))
-```
-
-or `speechkit transcribe <source> speech.flac`. A copy from a Hub repo or a URL builds only the classes and
-functions on speechkit's allowlist unless `trust_remote_code=True` is passed.
+{usage or _usage("")} A copy from a Hub repo or a URL builds only the classes and functions on
+speechkit's allowlist unless `trust_remote_code=True` is passed.
 
 ## Checkpoint
 

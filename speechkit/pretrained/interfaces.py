@@ -146,7 +146,9 @@ class Pretrained(torch.nn.Module):
         if cls is not Pretrained:
             return cls
         name = hparams.get("interface", "EncoderASR")
-        interfaces = {c.__name__: c for c in (EncoderASR, EncoderDecoderASR)}
+        from speechkit.pretrained.separation import SeparationModel  # it builds on this module
+
+        interfaces = {c.__name__: c for c in (EncoderASR, EncoderDecoderASR, SeparationModel)}
         if name not in interfaces:
             raise HparamsError(f"{where}: key 'interface' is {name!r}; expected one of "
                                f"{', '.join(interfaces)}")

@@ -57,3 +57,30 @@ def run_script(script: Path, args: list, timeout: float = 120) -> subprocess.Com
         pytest.fail(f"{script} {' '.join(args)} failed ({done.returncode}):\n{done.stdout[-3000:]}\n"
                     f"{done.stderr[-6000:]}")
     return done
+
+
+def write_speaker_corpus(folder: Path, seed: int = 0) -> Path:
+    """train/valid/test.json of tone 'speakers' (one pitch each, disjoint across splits) for separation."""
+    rng = np.random.default_rng(seed)
+    speakers = {"train": ("a", "b", "c", "d"), "valid": ("e", "f"), "test": ("g", "h", "i")}
+    for split, names in speakers.items():
+        rows = {}
+        for s, spk in enumerate(names):
+            for u in range(3):
+                n = int(16000 * rng.uniform(0.3, 0.7))
+                t = np.arange(n) / 16000
+                wave = 0.2 * np.sin(2 * np.pi * (120 + 90 * s) * t) + 0.01 * rng.standard_normal(n)
+                (folder / split).mkdir(parents=True, exist_ok=True)
+                soundfile.write(folder / split / f"{spk}{u}.flac", wave.astype(np.float32), 16000)
+                rows[f"{spk}-{split}-{u}"] = {"wav": f"$data_root/{split}/{spk}{u}.flac", "spk": spk,
+                                              "duration": n / 16000}
+        (folder / f"{split}.json").write_text(json.dumps(rows))
+    return folder
+
+
+def separation_args(corpus: Path, output: Path, *extra) -> list:
+    """The separation recipe's command line with the tiny model and a few short mixtures."""
+    return ["hparams/train.yaml", "--data_folder", str(corpus), "--output_folder", str(output),
+            "--preset", "tiny", "--num_valid_mixtures", "4", "--num_test_mixtures", "7",
+            "--train_mixtures_per_epoch", "8", "--segment_seconds", "0.3", "--number_of_epochs", "1",
+            "--noprogressbar", *extra]

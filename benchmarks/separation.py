@@ -1,0 +1,154 @@
+"""Conv-TasNet speed: training throughput (seconds of mixture audio per second) and separation real-time
+factor, for the ``small`` and ``paper`` presets, fp32 and bf16, beside the alternatives in the same run.
+
+Alternatives, same sizes and weights layout:
+  * ``torchaudio``: ``torchaudio.models.ConvTasNet`` with the same configuration, when a torchaudio release
+    matching the installed torch exists and is installed (the table says why it is absent otherwise; install
+    it only into an environment whose torch it was built for: ``pip index versions torchaudio``).
+  * ``conv1d``: speechkit's model with PyTorch's dilated depthwise ``nn.Conv1d`` instead of its shifted-sum
+    depthwise convolution (the obvious way to write it; CPU runs dilated grouped convolutions on a slow path).
+
+Usage:
+    python benchmarks/separation.py                          # small and paper, fp32 and bf16, 2 CPU cores
+    python benchmarks/separation.py --presets small --batch 4 --seconds 2 --steps 5 --device cuda
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import platform
+import sys
+import time
+from pathlib import Path
+
+import torch
+from torch import nn
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from speechkit.models.conv_tasnet import PRESETS, ConvTasNet  # noqa: E402
+from speechkit.nn.pit import pit_si_snr_loss  # noqa: E402
+
+
+def with_conv1d_depthwise(model: ConvTasNet) -> ConvTasNet:
+    """The same model (same weights) with ``nn.Conv1d`` depthwise convolutions."""
+    for block in model.blocks:
+        old = block.depthwise
+        conv = nn.Conv1d(old.weight.shape[0], old.weight.shape[0], old.kernel, dilation=old.dilation,
+                         padding=old.dilation * (old.kernel - 1) // 2, groups=old.weight.shape[0])
+        conv.load_state_dict(old.state_dict())
+        block.depthwise = conv
+    return model
+
+
+def torchaudio_model(preset: str, speakers: int):
+    """torchaudio's ConvTasNet of the same configuration, or the reason it cannot run here."""
+    try:
+        version = importlib.metadata.version("torchaudio")
+    except importlib.metadata.PackageNotFoundError:
+        return None, f"not installed (no torchaudio release for torch {torch.__version__.split('+')[0]})"
+    if version.split("+")[0].rsplit(".", 1)[0] != torch.__version__.split("+")[0].rsplit(".", 1)[0]:
+        return None, f"torchaudio {version} does not match torch {torch.__version__}"
+    from torchaudio.models import ConvTasNet as TorchaudioConvTasNet
+
+    p = PRESETS[preset]
+    model = TorchaudioConvTasNet(num_sources=speakers, enc_kernel_size=p["kernel_size"],
+                                 enc_num_feats=p["enc_dim"], msk_kernel_size=p["conv_kernel"],
+                                 msk_num_feats=p["bottleneck_dim"], msk_num_hidden_feats=p["hidden_dim"],
+                                 msk_num_layers=p["blocks_per_repeat"], msk_num_stacks=p["repeats"])
+    return model, ""
+
+
+def call(model, mixture, lengths, takes_lengths: bool):
+    if takes_lengths:
+        return model(mixture, lengths)
+    out = model(mixture.unsqueeze(1))  # torchaudio: (batch, 1, time) -> (batch, sources, time)
+    return out[..., : mixture.shape[-1]]
+
+
+def measure(model, takes_lengths: bool, args, dtype: str, device: torch.device) -> tuple:
+    """(training seconds of audio per second, separation real-time factor)."""
+    rate = 8000
+    generator = torch.Generator().manual_seed(0)
+    mixture = torch.randn(args.batch, int(args.seconds * rate), generator=generator).to(device)
+    targets = torch.randn(args.batch, args.speakers, mixture.shape[1], generator=generator).to(device)
+    lengths = torch.full((args.batch,), mixture.shape[1], dtype=torch.int64, device=device)
+    model = model.to(device)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=dtype == "bf16")
+    audio_seconds = args.batch * args.seconds
+
+    def sync():
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+
+    model.train()
+    for step in range(args.warmup + args.steps):
+        if step == args.warmup:
+            sync()
+            start = time.perf_counter()
+        with autocast:
+            loss, _ = pit_si_snr_loss(call(model, mixture, lengths, takes_lengths).float(), targets, lengths)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+    sync()
+    train = args.steps * audio_seconds / (time.perf_counter() - start)
+    model.eval()
+    with torch.no_grad():
+        for step in range(args.warmup + args.steps):
+            if step == args.warmup:
+                sync()
+                start = time.perf_counter()
+            with autocast:
+                call(model, mixture, lengths, takes_lengths)
+        sync()
+    rtf = (time.perf_counter() - start) / (args.steps * audio_seconds)
+    return train, rtf
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--presets", nargs="+", default=["small", "paper"], choices=sorted(PRESETS))
+    parser.add_argument("--dtypes", nargs="+", default=["fp32", "bf16"], choices=["fp32", "bf16"])
+    parser.add_argument("--speakers", type=int, default=2)
+    parser.add_argument("--batch", type=int, default=2)
+    parser.add_argument("--seconds", type=float, default=1.0, help="mixture length, 8 kHz")
+    parser.add_argument("--steps", type=int, default=3)
+    parser.add_argument("--warmup", type=int, default=1)
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--no-conv1d", action="store_true", help="skip the nn.Conv1d alternative")
+    args = parser.parse_args(argv)
+    device = torch.device(args.device)
+    print(f"torch {torch.__version__}, {platform.processor() or platform.machine()}, {device}, "
+          f"{torch.get_num_threads()} threads; batch {args.batch} x {args.seconds} s at 8 kHz")
+    print("| preset | dtype | implementation | parameters | train audio s/s | separation RTF | "
+          "train vs speechkit |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for preset in args.presets:
+        for dtype in args.dtypes:
+            torch.manual_seed(0)
+            ours = ConvTasNet.from_preset(preset, num_speakers=args.speakers)
+            rows = [("speechkit", ours, True)]
+            if not args.no_conv1d:
+                torch.manual_seed(0)
+                rows.append(("conv1d", with_conv1d_depthwise(ConvTasNet.from_preset(preset, args.speakers)),
+                             True))
+            reference, reason = torchaudio_model(preset, args.speakers)
+            if reference is not None:
+                rows.append(("torchaudio", reference, False))
+            base = None
+            for name, model, takes_lengths in rows:
+                count = sum(p.numel() for p in model.parameters())
+                train, rtf = measure(model, takes_lengths, args, dtype, device)
+                base = train if base is None else base
+                print(f"| {preset} | {dtype} | {name} | {count:,} | {train:.2f} | {rtf:.4f} | "
+                      f"{train / base:.2f} |", flush=True)
+            if reference is None:
+                print(f"| {preset} | {dtype} | torchaudio | - | - | - | {reason} |", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,39 @@
+"""``speechkit mixtures MANIFEST OUTPUT_DIR``: write a wsj0-2mix-style mixture set from a manifest.
+
+Example::
+
+    speechkit mixtures data/corpus/test.json data/mix2 --split test --num-mixtures 3000 \\
+        --replace data_root=data/corpus --num-speakers 2 --sample-rate 8000 --mode min
+"""
+from __future__ import annotations
+
+import argparse
+
+from speechkit.cli import name_value
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("manifest", help="JSON/CSV manifest with an audio and a speaker field per item.")
+    parser.add_argument("output_dir", help="Folder for {split}/mix, {split}/s1, ... and {split}.json.")
+    parser.add_argument("--split", default="test", help="Name of the set (default: %(default)s).")
+    parser.add_argument("--num-mixtures", type=int, required=True)
+    parser.add_argument("--num-speakers", type=int, default=2)
+    parser.add_argument("--sample-rate", type=int, default=8000)
+    parser.add_argument("--mode", choices=["min", "max"], default="min",
+                        help="min: cut to the shortest source; max: pad to the longest.")
+    parser.add_argument("--level-range-db", type=float, default=5.0,
+                        help="largest level difference between two sources (default: %(default)s)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--speaker-key", default="spk")
+    parser.add_argument("--wav-key", default="wav")
+    parser.add_argument("--replace", action="append", default=[], type=name_value, metavar="NAME=VALUE",
+                        help="Replace $NAME in the manifest's paths (e.g. data_root=/corpora/x).")
+
+
+def run(args: argparse.Namespace) -> int:
+    from speechkit.data.mixtures import write_mixtures
+
+    write_mixtures(args.manifest, args.output_dir, args.split, args.num_mixtures, args.num_speakers,
+                   args.sample_rate, args.mode, args.level_range_db, args.seed, dict(args.replace),
+                   args.speaker_key, args.wav_key)
+    return 0
