@@ -11,7 +11,7 @@ Example:
 from speechkit.models.wav2vec2.config import PRESETS, Wav2Vec2Config
 from speechkit.models.wav2vec2.context import ContextEncoder
 from speechkit.models.wav2vec2.feature_encoder import FeatureEncoder
-from speechkit.models.wav2vec2.masking import channel_mask, sample_negatives, span_mask
+from speechkit.models.wav2vec2.masking import batch_generator, channel_mask, sample_negatives, span_mask
 from speechkit.models.wav2vec2.model import (
     EncoderOutput,
     PretrainingOutput,
@@ -19,6 +19,7 @@ from speechkit.models.wav2vec2.model import (
     Wav2Vec2Pretraining,
     contrastive_logits,
 )
+from speechkit.models.wav2vec2.monitor import PretrainingMonitor
 from speechkit.models.wav2vec2.quantizer import GumbelQuantizer, GumbelTemperature, diversity_loss, perplexity
 
 __all__ = [
@@ -28,10 +29,12 @@ __all__ = [
     "FeatureEncoder",
     "GumbelQuantizer",
     "GumbelTemperature",
+    "PretrainingMonitor",
     "PretrainingOutput",
     "Wav2Vec2Config",
     "Wav2Vec2Model",
     "Wav2Vec2Pretraining",
+    "batch_generator",
     "channel_mask",
     "contrastive_logits",
     "diversity_loss",

@@ -34,12 +34,13 @@ class MaskedGroupNorm(nn.Module):
         self.bias = nn.Parameter(torch.zeros(channels))
 
     def forward(self, x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        dtype, x = x.dtype, x.float()  # statistics in float32, also under bf16/fp16 autocast
         valid = length_mask(lengths, x.shape[-1]).unsqueeze(1).to(x.dtype)
         count = lengths.clamp(min=1).to(x.dtype).view(-1, 1, 1)
         mean = (x * valid).sum(-1, keepdim=True) / count
         variance = ((x - mean).square() * valid).sum(-1, keepdim=True) / count
         x = (x - mean) * torch.rsqrt(variance + self.eps)
-        return x * self.weight.view(1, -1, 1) + self.bias.view(1, -1, 1)
+        return (x * self.weight.view(1, -1, 1) + self.bias.view(1, -1, 1)).to(dtype)
 
 
 class ConvLayer(nn.Module):

@@ -18,6 +18,7 @@ Example:
 """
 from __future__ import annotations
 
+import hashlib
 from typing import Optional
 
 import torch
@@ -78,3 +79,13 @@ def channel_mask(batch: int, channels: int, mask_prob: float, mask_length: int,
     """Boolean ``(batch, channels)``: spans of channels to zero, drawn per item like :func:`span_mask`."""
     lengths = torch.full((batch,), channels, dtype=torch.long)
     return span_mask(lengths, channels, mask_prob, mask_length, 0, generator)
+
+
+def batch_generator(seed: int, update: int, ids) -> torch.Generator:
+    """A generator seeded by ``(seed, update, the batch's ids)``.
+
+    Masks, distractors and Gumbel noise drawn from it depend on what is in the batch and on the update, not
+    on the process or the micro-batches before it, so a run draws the same on 1 process or on 64.
+    """
+    digest = hashlib.sha256(f"{seed}:{update}:{'|'.join(map(str, ids))}".encode()).digest()
+    return torch.Generator().manual_seed(int.from_bytes(digest[:8], "little"))

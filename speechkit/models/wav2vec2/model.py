@@ -160,7 +160,7 @@ class Wav2Vec2Pretraining(nn.Module):
         if negatives is None:
             negatives = sample_negatives(mask, config.num_negatives, generator)
         valid = length_mask(encoded.lengths, mask.shape[1])
-        quantized = self.quantizer(self.quantizer_input_dropout(encoded.features), valid)
+        quantized = self.quantizer(self.quantizer_input_dropout(encoded.features), valid, generator)
         targets = self.project_q(quantized.codevectors)
         predictions = self.project_hid(encoded.output)
         logits = contrastive_logits(predictions, targets, negatives, config.logit_temperature)

@@ -43,6 +43,20 @@ def diversity_loss(prob_perplexity: torch.Tensor, groups: int, entries: int) -> 
     return (total - prob_perplexity) / total
 
 
+def gumbel_softmax_hard(logits: torch.Tensor, tau: float,
+                        generator: Optional[torch.Generator] = None) -> torch.Tensor:
+    """One-hot samples of ``softmax((logits + Gumbel noise) / tau)`` with the soft sample's gradient.
+
+    Same as ``F.gumbel_softmax(hard=True)``, with the noise drawn from ``generator`` so that a batch's
+    draws can be made independent of the process running it.
+    """
+    noise = torch.empty(logits.shape, dtype=logits.dtype).exponential_(generator=generator)
+    gumbels = -noise.to(logits.device).log()
+    soft = torch.softmax((logits + gumbels) / tau, dim=-1)
+    hard = F.one_hot(soft.argmax(-1), soft.shape[-1]).to(soft.dtype)
+    return hard - soft.detach() + soft
+
+
 class GumbelTemperature:
     """``max(start * decay ** update, end)``: the quantizer's temperature after ``update`` optimizer steps.
 
@@ -76,14 +90,16 @@ class GumbelQuantizer(nn.Module):
         nn.init.zeros_(self.weight_proj.bias)
         self.temperature = temperature
 
-    def forward(self, x: torch.Tensor, frame_mask: Optional[torch.Tensor] = None) -> QuantizerOutput:
+    def forward(self, x: torch.Tensor, frame_mask: Optional[torch.Tensor] = None,
+                generator: Optional[torch.Generator] = None) -> QuantizerOutput:
+        """``generator`` draws the Gumbel noise while training (default: the global random state)."""
         batch, frames, _ = x.shape
         logits = self.weight_proj(x).view(batch * frames * self.groups, self.entries)
         hard = F.one_hot(logits.argmax(-1), self.entries).to(logits.dtype)
         code_perplexity = perplexity(hard.view(batch * frames, self.groups, -1).float(), frame_mask)
         if self.training:
             # Straight-through Gumbel-softmax, in float32: low-precision noise makes the picks collapse.
-            picks = F.gumbel_softmax(logits.float(), tau=self.temperature, hard=True).type_as(logits)
+            picks = gumbel_softmax_hard(logits.float(), self.temperature, generator).type_as(logits)
             soft = torch.softmax(logits.float().view(batch * frames, self.groups, -1), dim=-1)
             prob_perplexity = perplexity(soft, frame_mask)
         else:

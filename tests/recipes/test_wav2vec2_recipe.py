@@ -1,0 +1,125 @@
+"""recipes/SynthSpeech/wav2vec2: pretraining runs and logs its terms (fp32 and bf16), and 2 torchrun gloo
+workers with accumulation auto make exactly the update of one process holding the same global batch."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile
+import torch
+
+import speechkit
+from tests.recipes.recipe_helpers import run_script
+
+RECIPE = Path(__file__).resolve().parents[2] / "recipes" / "SynthSpeech" / "wav2vec2"
+#: A model small enough for a test, then one without dropout (whose draws differ between processes).
+TINY_MODEL = {"num_layers": 1, "d_model": 32, "num_heads": 2, "ffn_dim": 64, "conv_channels": [32] * 7,
+              "pos_conv_kernel": 8, "pos_conv_groups": 4, "codebook_entries": 8, "codevector_dim": 16,
+              "final_dim": 16, "num_negatives": 10}
+NO_DROPOUT = {**TINY_MODEL, "dropout": 0.0, "attention_dropout": 0.0, "feature_dropout": 0.0,
+              "quantizer_input_dropout": 0.0}
+
+
+def options(model: dict) -> list:
+    arguments = ["--noprogressbar", "--train_loader_kwargs.num_workers", "0"]
+    for name, value in model.items():
+        arguments += [f"--config.{name}", json.dumps(value).replace(" ", "")]
+    return arguments
+
+
+def copy_recipe(tmp_path: Path, sgd: bool = False) -> Path:
+    recipe = tmp_path / "recipe"
+    shutil.copytree(RECIPE, recipe)  # copies the linked prepare.py's content; results stay in tmp_path
+    if sgd:  # plain SGD: the update is linear in the gradient, so accumulation must match to rounding
+        yaml = recipe / "hparams" / "pretrain.yaml"
+        text = yaml.read_text().replace("!name:torch.optim.AdamW", "!name:torch.optim.SGD")
+        text = "\n".join(line for line in text.splitlines()
+                         if not line.strip().startswith(("betas:", "eps:", "weight_decay:")))
+        yaml.write_text(text + "\n")
+    return recipe
+
+
+def write_audio_corpus(folder: Path, seconds=(1.0, 1.2)) -> Path:
+    """train/valid/test.json of noise-and-tone FLACs (transcripts unused by pretraining)."""
+    rng = np.random.default_rng(0)
+    for split in ("train", "valid", "test"):
+        manifest = {}
+        for index, duration in enumerate(seconds):
+            samples = int(16000 * duration)
+            wave = np.sin(np.arange(samples) * rng.uniform(0.02, 0.2)) * 0.2
+            wave += 0.05 * rng.standard_normal(samples)
+            relative = f"{split}/{split}-{index}.flac"
+            (folder / split).mkdir(parents=True, exist_ok=True)
+            soundfile.write(folder / relative, wave.astype(np.float32), 16000, subtype="PCM_16")
+            manifest[f"{split}-{index}"] = {"wav": f"$data_root/{relative}", "duration": duration,
+                                            "text": "A"}
+        (folder / f"{split}.json").write_text(json.dumps(manifest))
+    return folder
+
+
+@pytest.mark.slow
+def test_pretraining_logs_every_term_and_runs_in_bf16(tmp_path, tiny_corpus):
+    recipe = copy_recipe(tmp_path)
+    tiny = ["hparams/pretrain.yaml", "--data_folder", str(tiny_corpus), *options(TINY_MODEL)]
+    run_script(recipe / "pretrain.py", [*tiny, "--number_of_epochs", "1", "--max_tokens", "48000",
+                                        "--global_batch_seconds", "6", "--ckpt_interval_steps", "2"])
+    output = recipe / "results" / "pretrain" / "1234"
+    log = (output / "train_log.txt").read_text()
+    for term in ("contrastive", "accuracy", "diversity", "feature_penalty", "prob_perplexity",
+                 "code_perplexity", "temperature"):
+        assert f"| {term}: " in log, log
+    encoder = torch.load(output / "encoder.ckpt", weights_only=True)
+    assert "encoder.layers.0.ffn_in.weight" in encoder and not any(k.startswith("quantizer") for k in encoder)
+    run_script(recipe / "pretrain.py", [*tiny, "--debug", "--precision", "bf16", "--max_tokens", "48000",
+                                        "--global_batch_seconds", "6", "--output_folder", "results/bf16"])
+    assert "| accuracy: " in (recipe / "results" / "bf16" / "train_log.txt").read_text()
+
+
+def final_weights(output: Path) -> dict:
+    checkpoints = sorted((output / "save").glob("CKPT+*"))
+    return torch.load(checkpoints[-1] / "wav2vec2.ckpt", weights_only=True)
+
+
+@pytest.mark.slow
+def test_two_gloo_workers_make_the_update_of_one_process_with_the_same_global_batch(tmp_path):
+    data = write_audio_corpus(tmp_path / "data")
+    recipe = copy_recipe(tmp_path, sgd=True)
+    # 1.5 s batches hold one utterance each; 3 s per update: 2 micro-batches on 1 process, 1 on each of 2.
+    common = ["hparams/pretrain.yaml", "--data_folder", str(data), *options(NO_DROPOUT),
+              "--number_of_epochs", "1", "--max_tokens", "24000", "--global_batch_seconds", "3",
+              "--lr", "0.5", "--warmup_steps", "1", "--total_steps", "10", "--max_grad_norm", "0"]
+    single = run_script(recipe / "pretrain.py", [*common, "--output_folder", "results/one"], timeout=300)
+    assert "1 process(es) x 1.5s dynamic batches x 2 accumulation" in single.stdout + single.stderr
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONHASHSEED": "0"}
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+               "pretrain.py", *common, "--output_folder", "results/two"]
+    try:
+        done = subprocess.run(command, cwd=recipe, env=env, capture_output=True, text=True, timeout=400)
+    except subprocess.TimeoutExpired as error:
+        pytest.fail(f"torchrun timed out:\n{error.stdout}\n{error.stderr}")
+    assert done.returncode == 0, f"{done.stdout[-3000:]}\n{done.stderr[-6000:]}"
+    assert "2 process(es) x 1.5s dynamic batches x 1 accumulation" in done.stdout + done.stderr
+    # The initial weights: the YAML built the same way (seeded before the model is made).
+    cwd = os.getcwd()
+    os.chdir(recipe)
+    try:
+        changes = {f"config.{name}": value for name, value in NO_DROPOUT.items()}
+        initial = speechkit.load_hparams("hparams/pretrain.yaml", changes)["wav2vec2"].state_dict()
+    finally:
+        os.chdir(cwd)
+    one, two = final_weights(recipe / "results" / "one"), final_weights(recipe / "results" / "two")
+    assert sorted(one) == sorted(two) == sorted(initial)
+    moved = 0
+    for name, tensor in one.items():
+        step_one, step_two = tensor - initial[name], two[name] - initial[name]
+        scale = float(step_one.abs().max())
+        moved += scale > 1e-5
+        torch.testing.assert_close(step_two, step_one, atol=1e-4 * scale + 1e-7, rtol=0,
+                                   msg=lambda m, n=name: f"{n}: {m}")
+    assert moved > len(one) // 2, "the update did not move the weights: nothing was compared"
