@@ -22,6 +22,9 @@ _LAZY = {
     "EncoderASR": "speechkit.pretrained.interfaces",
     "EncoderDecoderASR": "speechkit.pretrained.interfaces",
     "check_yaml_is_safe": "speechkit.pretrained.safety",
+    "Wav2Vec2Features": "speechkit.pretrained.wav2vec2_features",
+    "load_wav2vec2": "speechkit.pretrained.huggingface_wav2vec2",
+    "export_wav2vec2": "speechkit.pretrained.huggingface_wav2vec2",
 }
 
 

@@ -21,7 +21,6 @@ import speechkit
 from speechkit import distributed as dist
 from speechkit.data import DynamicItemDataset, provides, read_audio, takes
 from speechkit.models.wav2vec2 import PretrainingMonitor, batch_generator
-from speechkit.stage import Stage
 
 sys.path.insert(0, str(Path(__file__).absolute().parent))  # not resolved: prepare.py links to ../ASR
 from prepare import prepare_manifests  # noqa: E402
@@ -30,6 +29,8 @@ from prepare import prepare_manifests  # noqa: E402
 class Wav2Vec2Pretrainer(speechkit.Brain):
     def compute_forward(self, batch, stage):
         wavs, lengths = batch.sig
+        if self.hparams.normalize_audio:
+            wavs, lengths = self.hparams.normalize(wavs, lengths)
         # Draws depend on the batch and the update only: the same on 1 process or many (see batch_generator).
         generator = batch_generator(self.hparams.seed, self.optimizer_steps, batch.id)
         return self.modules.wav2vec2(wavs, lengths, generator=generator)
@@ -56,15 +57,12 @@ class Wav2Vec2Pretrainer(speechkit.Brain):
 
 
 def dataio_prepare(hparams: dict, manifests: dict) -> dict:
-    """Audio only: each waveform normalized to zero mean and unit variance (per utterance)."""
+    """The audio only (normalized per utterance in compute_forward, as the fine-tuned model will be)."""
 
     @takes("wav")
     @provides("sig")
     def audio_pipeline(wav):
-        signal = read_audio(wav)
-        if hparams["normalize_audio"]:
-            signal = (signal - signal.mean()) / (signal.std() + 1e-5)
-        return signal
+        return read_audio(wav)
 
     datasets = {}
     for split in ("train", "valid"):

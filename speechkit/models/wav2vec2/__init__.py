@@ -10,7 +10,7 @@ Example:
 """
 from speechkit.models.wav2vec2.config import PRESETS, Wav2Vec2Config
 from speechkit.models.wav2vec2.context import ContextEncoder
-from speechkit.models.wav2vec2.feature_encoder import FeatureEncoder
+from speechkit.models.wav2vec2.feature_encoder import FeatureEncoder, WaveformNormalization
 from speechkit.models.wav2vec2.masking import batch_generator, channel_mask, sample_negatives, span_mask
 from speechkit.models.wav2vec2.model import (
     EncoderOutput,
@@ -34,6 +34,7 @@ __all__ = [
     "Wav2Vec2Config",
     "Wav2Vec2Model",
     "Wav2Vec2Pretraining",
+    "WaveformNormalization",
     "batch_generator",
     "channel_mask",
     "contrastive_logits",

@@ -113,3 +113,27 @@ class FeatureEncoder(nn.Module):
         for layer in self.layers:
             x, lengths = layer(x, lengths)
         return x.transpose(1, 2), lengths
+
+
+class WaveformNormalization(nn.Module):
+    """Zero mean and unit variance over each waveform's valid samples (what most published wav2vec 2.0
+    models were trained on); padding stays zero.
+
+    Shapes: wav ``(batch, samples)``, lengths ``(batch,)`` -> ``(wav, lengths)``.
+
+    Example:
+        >>> wav, _ = WaveformNormalization(eps=0.0)(torch.tensor([[1.0, 3.0, 9.0]]), torch.tensor([2]))
+        >>> wav.tolist()
+        [[-1.0, 1.0, 0.0]]
+    """
+
+    def __init__(self, eps: float = 1e-5):
+        super().__init__()
+        self.eps = eps
+
+    def forward(self, wav: torch.Tensor, lengths: torch.Tensor) -> tuple:
+        valid = length_mask(lengths, wav.shape[1]).to(wav.dtype)
+        count = lengths.clamp(min=1).to(wav.dtype).unsqueeze(1)
+        mean = (wav * valid).sum(1, keepdim=True) / count
+        variance = ((wav - mean).square() * valid).sum(1, keepdim=True) / count
+        return (wav - mean) * torch.rsqrt(variance + self.eps) * valid, lengths
