@@ -63,27 +63,82 @@ def write_audio_corpus(folder: Path, seconds=(1.0, 1.2)) -> Path:
     return folder
 
 
-@pytest.mark.slow
-def test_pretraining_logs_every_term_and_runs_in_bf16(tmp_path, tiny_corpus):
-    recipe = copy_recipe(tmp_path)
+@pytest.fixture(scope="module")
+def pretrained(tmp_path_factory, tiny_corpus) -> Path:
+    """The recipe folder after a 1-epoch pretraining of a tiny model on the tiny corpus."""
+    recipe = copy_recipe(tmp_path_factory.mktemp("w2v"))
     tiny = ["hparams/pretrain.yaml", "--data_folder", str(tiny_corpus), *options(TINY_MODEL)]
     run_script(recipe / "pretrain.py", [*tiny, "--number_of_epochs", "1", "--max_tokens", "48000",
                                         "--global_batch_seconds", "6", "--ckpt_interval_steps", "2"])
-    output = recipe / "results" / "pretrain" / "1234"
+    return recipe
+
+
+@pytest.mark.slow
+def test_pretraining_logs_every_term_and_runs_in_bf16(pretrained, tiny_corpus):
+    output = pretrained / "results" / "pretrain" / "1234"
     log = (output / "train_log.txt").read_text()
     for term in ("contrastive", "accuracy", "diversity", "feature_penalty", "prob_perplexity",
                  "code_perplexity", "temperature"):
         assert f"| {term}: " in log, log
     encoder = torch.load(output / "encoder.ckpt", weights_only=True)
     assert "encoder.layers.0.ffn_in.weight" in encoder and not any(k.startswith("quantizer") for k in encoder)
-    run_script(recipe / "pretrain.py", [*tiny, "--debug", "--precision", "bf16", "--max_tokens", "48000",
-                                        "--global_batch_seconds", "6", "--output_folder", "results/bf16"])
-    assert "| accuracy: " in (recipe / "results" / "bf16" / "train_log.txt").read_text()
+    tiny = ["hparams/pretrain.yaml", "--data_folder", str(tiny_corpus), *options(TINY_MODEL)]
+    run_script(pretrained / "pretrain.py", [*tiny, "--debug", "--precision", "bf16", "--max_tokens", "48000",
+                                            "--global_batch_seconds", "6", "--output_folder", "results/bf16"])
+    assert "| accuracy: " in (pretrained / "results" / "bf16" / "train_log.txt").read_text()
 
 
-def final_weights(output: Path) -> dict:
+def finetune_options(tiny_corpus: Path, freeze_updates: int, output: str) -> list:
+    sizes = ("num_layers", "d_model", "num_heads", "ffn_dim", "conv_channels", "pos_conv_kernel",
+             "pos_conv_groups")
+    model = {name: value for name, value in TINY_MODEL.items() if name in sizes}
+    return ["hparams/finetune.yaml", "--data_folder", str(tiny_corpus), *options(model), "--ctc_head.d_model",
+            "32", "--config.mask_channel_length", "4", "--number_of_epochs", "2", "--tokenizer_file",
+            "results/tokenizer/tokenizer.model", "--freeze_encoder_updates", str(freeze_updates),
+            "--output_folder", output]
+
+
+@pytest.mark.slow
+def test_finetuning_freezes_what_it_should_and_the_export_transcribes(pretrained, tiny_corpus):
+    pretrained_encoder = torch.load(pretrained / "results" / "pretrain" / "1234" / "encoder.ckpt",
+                                    weights_only=True)
+    run_script(pretrained / "finetune.py", finetune_options(tiny_corpus, 1000, "results/frozen"))
+    run_script(pretrained / "finetune.py", finetune_options(tiny_corpus, 1, "results/thawed"))
+    for name, frozen_transformer in (("frozen", True), ("thawed", False)):
+        output = pretrained / "results" / name
+        assert "utt-test-" in (output / "wer_test.txt").read_text()
+        encoder = final_weights(output, "encoder.ckpt")
+        for key, tensor in pretrained_encoder.items():
+            unchanged = torch.equal(encoder[key], tensor)
+            if key.startswith("feature_encoder."):
+                assert unchanged, f"{name}: the frozen feature encoder changed ({key})"
+            elif key.startswith("encoder.layers.0.ffn_in"):
+                assert unchanged == frozen_transformer, f"{name}: {key} changed={not unchanged}"
+    # Served: the exported folder transcribes with EncoderASR.
+    inference = (pretrained / "hparams" / "inference.yaml").read_text()
+    for big, small in (("256, 256, 256, 256, 256, 256, 256", "32, 32, 32, 32, 32, 32, 32"),
+                       ("d_model: 256", "d_model: 32"), ("num_layers: 4", "num_layers: 1"),
+                       ("num_heads: 4", "num_heads: 2"), ("ffn_dim: 1024", "ffn_dim: 64"),
+                       ("pos_conv_kernel: 32", "pos_conv_kernel: 8"),
+                       ("pos_conv_groups: 16", "pos_conv_groups: 4")):
+        assert big in inference
+        inference = inference.replace(big, small)
+    (pretrained / "tiny_inference.yaml").write_text(inference)
+    command = [sys.executable, "-m", "speechkit", "export", "--checkpoints", "results/thawed/save",
+               "--hparams", "tiny_inference.yaml", "--min-key", "WER", "--file",
+               "tokenizer=results/tokenizer/tokenizer.model", "--output", "results/model"]
+    done = subprocess.run(command, cwd=pretrained, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    from speechkit.pretrained import EncoderASR
+
+    asr = EncoderASR.from_hparams(pretrained / "results" / "model")
+    text = asr.transcribe_file(tiny_corpus / "test" / "utt-test-000.flac")
+    assert isinstance(text, str) and set(text) <= set("ABCDEFGHIJKLMNOPQRSTUVWXYZ' ")
+
+
+def final_weights(output: Path, name: str = "wav2vec2.ckpt") -> dict:
     checkpoints = sorted((output / "save").glob("CKPT+*"))
-    return torch.load(checkpoints[-1] / "wav2vec2.ckpt", weights_only=True)
+    return torch.load(checkpoints[-1] / name, weights_only=True)
 
 
 @pytest.mark.slow
