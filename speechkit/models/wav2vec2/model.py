@@ -163,7 +163,7 @@ class Wav2Vec2Pretraining(nn.Module):
         quantized = self.quantizer(self.quantizer_input_dropout(encoded.features), valid, generator)
         targets = self.project_q(quantized.codevectors)
         predictions = self.project_hid(encoded.output)
-        logits = contrastive_logits(predictions, targets, negatives, config.logit_temperature)
+        logits = contrastive_logits(predictions, targets, negatives, config.logit_temperature, mask)
         count = mask.sum()
         chosen = logits[mask]
         contrastive = F.cross_entropy(chosen.float(), torch.zeros(len(chosen), dtype=torch.long,
@@ -179,18 +179,27 @@ class Wav2Vec2Pretraining(nn.Module):
 
 
 def contrastive_logits(predictions: torch.Tensor, targets: torch.Tensor, negatives: torch.Tensor,
-                       temperature: float) -> torch.Tensor:
+                       temperature: float, mask: Optional[torch.Tensor] = None) -> torch.Tensor:
     """Cosine similarity of each prediction with its target and its distractors, over ``temperature``.
 
     Shapes: predictions and targets ``(batch, frames, dim)``, negatives ``(batch, frames, K)`` frame indices
     into the same item -> ``(batch, frames, 1 + K)``, the target first. A distractor equal to the target
-    (a collapsed codebook) scores ``-inf``, so it cannot be confused with the answer.
+    (a collapsed codebook) scores ``-inf``, so it cannot be confused with the answer. With ``mask``
+    (``(batch, frames)`` bool) only the masked frames are scored; the other rows are 0.
     """
     batch, frames, dim = targets.shape
-    gathered = torch.gather(targets, 1, negatives.reshape(batch, -1, 1).expand(-1, -1, dim))
-    gathered = gathered.view(batch, frames, -1, dim)
-    candidates = torch.cat([targets.unsqueeze(2), gathered], dim=2)
-    logits = torch.cosine_similarity(predictions.float().unsqueeze(2), candidates.float(), dim=-1)
-    logits = logits / temperature
-    same = (gathered == targets.unsqueeze(2)).all(-1)
-    return torch.cat([logits[..., :1], logits[..., 1:].masked_fill(same, float("-inf"))], dim=-1)
+    if mask is None:
+        mask = torch.ones(batch, frames, dtype=torch.bool, device=targets.device)
+    items, positions = mask.nonzero(as_tuple=True)
+    # Flat indices into (batch * frames) of each masked frame's distractors.
+    flat = (negatives[items, positions] + (items * frames).unsqueeze(1)).reshape(-1)
+    distractors = targets.reshape(batch * frames, dim)[flat].view(len(items), -1, dim)
+    target = targets[items, positions].unsqueeze(1)
+    candidates = torch.cat([target, distractors], dim=1)
+    scores = torch.cosine_similarity(predictions[items, positions].float().unsqueeze(1), candidates.float(),
+                                     dim=-1) / temperature
+    same = (distractors == target).all(-1)
+    scores = torch.cat([scores[:, :1], scores[:, 1:].masked_fill(same, float("-inf"))], dim=1)
+    logits = scores.new_zeros(batch, frames, scores.shape[1])
+    logits[items, positions] = scores
+    return logits
