@@ -161,7 +161,7 @@ def write_fairseq_manifest(root: Union[str, os.PathLike], entries: Iterable[tupl
 
 
 def write_labels(rows: Mapping[str, Mapping], manifest: Union[str, os.PathLike],
-                 field: str = "words") -> list:
+                 field: str = "text") -> list:
     """Write ``<stem>.wrd`` and ``<stem>.ltr`` next to ``manifest`` from each row's ``field`` (in row order).
 
     Returns the paths written. ``.ltr`` spells each word as space-separated characters with ``|`` after it.

@@ -70,6 +70,20 @@ class Wav2Vec2Model(nn.Module):
                                       config.pos_conv_kernel, config.pos_conv_groups, config.dropout,
                                       config.attention_dropout, config.activation_dropout,
                                       config.layer_norm_first, config.layer_drop, config.layer_norm_eps)
+        self._initialize()
+
+    def _initialize(self) -> None:
+        """The published initialization: He-normal convolutions (the features keep their scale through 7
+        layers), N(0, 0.02) Transformer projections, zero biases."""
+        for module in self.feature_encoder.modules():
+            if isinstance(module, nn.Conv1d):
+                nn.init.kaiming_normal_(module.weight)
+                if module.bias is not None:
+                    nn.init.zeros_(module.bias)
+        for module in self.encoder.layers.modules():
+            if isinstance(module, nn.Linear):
+                nn.init.normal_(module.weight, mean=0.0, std=0.02)
+                nn.init.zeros_(module.bias)
 
     @property
     def output_dim(self) -> int:

@@ -66,11 +66,11 @@ def test_reading_with_labels_through_load_manifest_and_dataset(tree, tmp_path):
 
 
 def test_write_labels_matches_the_letter_format(tmp_path):
-    rows = {"a": {"words": "HELLO  WORLD"}, "b": {"words": "IT'S"}}
+    rows = {"a": {"text": "HELLO  WORLD"}, "b": {"text": "IT'S"}}
     wrd, ltr = write_labels(rows, tmp_path / "dev.tsv")
     assert open(wrd).read() == "HELLO WORLD\nIT'S\n"
     assert open(ltr).read() == "H E L L O | W O R L D |\nI T ' S |\n"
-    with pytest.raises(ManifestError, match="'b' has no 'words'"):
+    with pytest.raises(ManifestError, match="'b' has no 'text'"):
         write_labels({"b": {}}, tmp_path / "x.tsv")
 
 
