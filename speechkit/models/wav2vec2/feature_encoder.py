@@ -35,10 +35,19 @@ class MaskedGroupNorm(nn.Module):
 
     def forward(self, x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         dtype, x = x.dtype, x.float()  # statistics in float32, also under bf16/fp16 autocast
-        if values_checkable(lengths) and bool((lengths == x.shape[-1]).all()):
-            # No padding: the same statistics in one fused kernel. (Lengths on an accelerator are not read,
-            # which would synchronize: the masked path below is right in every case.)
-            return F.group_norm(x, x.shape[1], self.weight, self.bias, self.eps).to(dtype)
+        if values_checkable(lengths):
+            # Lengths readable for free (CPU): the fused kernel on each item's valid frames, padding left 0.
+            # (On an accelerator reading them would synchronize: the masked statistics below are used.)
+            frames = x.shape[-1]
+            if bool((lengths == frames).all()):
+                return F.group_norm(x, x.shape[1], self.weight, self.bias, self.eps).to(dtype)
+            items = [F.pad(F.group_norm(x[i:i + 1, :, :length], x.shape[1], self.weight, self.bias, self.eps),
+                           (0, frames - length)) for i, length in enumerate(lengths.tolist())]
+            return torch.cat(items).to(dtype)
+        return self.masked_statistics(x, lengths).to(dtype)
+
+    def masked_statistics(self, x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        """The same normalization from masked sums, without reading ``lengths`` (for accelerators)."""
         valid = length_mask(lengths, x.shape[-1]).unsqueeze(1).to(x.dtype)
         count = lengths.clamp(min=1).to(x.dtype).view(-1, 1, 1)
         mean = (x * valid).sum(-1, keepdim=True) / count
@@ -46,7 +55,7 @@ class MaskedGroupNorm(nn.Module):
         # One pass for the output: x * scale + shift, with the affine parameters folded in.
         scale = torch.rsqrt(variance + self.eps) * self.weight.view(1, -1, 1)
         shift = self.bias.view(1, -1, 1) - mean * scale
-        return torch.addcmul(shift, x, scale).to(dtype)
+        return torch.addcmul(shift, x, scale)
 
 
 class ConvLayer(nn.Module):

@@ -170,3 +170,21 @@ def test_presets_have_the_published_sizes():
                                                                                               "layer")
     small = Wav2Vec2Pretraining(Wav2Vec2Config.preset("small"))
     assert sum(p.numel() for p in small.parameters()) < 10_000_000
+
+
+def test_both_group_norm_paths_normalize_each_item_over_its_valid_frames():
+    from speechkit.models.wav2vec2.feature_encoder import MaskedGroupNorm
+
+    torch.manual_seed(0)
+    norm = MaskedGroupNorm(6)
+    with torch.no_grad():
+        norm.weight.uniform_(0.5, 2.0)
+        norm.bias.normal_()
+    x, lengths = torch.randn(3, 6, 50) * 4 + 2, torch.tensor([50, 31, 7])
+    per_item = norm(x, lengths)  # CPU lengths: the fused kernel on each item's frames
+    statistics = norm.masked_statistics(x, lengths)  # the path taken when lengths stay on an accelerator
+    for index, length in enumerate(lengths.tolist()):
+        alone = torch.nn.functional.group_norm(x[index:index + 1, :, :length], 6, norm.weight, norm.bias)
+        torch.testing.assert_close(per_item[index, :, :length], alone[0], atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(statistics[index, :, :length], alone[0], atol=1e-5, rtol=1e-5)
+    assert per_item[1, :, 31:].abs().sum() == 0
