@@ -188,3 +188,32 @@ def test_both_group_norm_paths_normalize_each_item_over_its_valid_frames():
         torch.testing.assert_close(per_item[index, :, :length], alone[0], atol=1e-5, rtol=1e-5)
         torch.testing.assert_close(statistics[index, :, :length], alone[0], atol=1e-5, rtol=1e-5)
     assert per_item[1, :, 31:].abs().sum() == 0
+
+
+def test_monitor_merges_every_process_and_warns_when_the_codebook_collapses(caplog):
+    from types import SimpleNamespace
+
+    from speechkit.models.wav2vec2 import PretrainingMonitor
+
+    def batch(correct, count, code_perplexity):
+        scalar = torch.tensor
+        return SimpleNamespace(contrastive_loss=scalar(2.0 * count), count=scalar(count),
+                               correct=scalar(correct), diversity_loss=scalar(0.5),
+                               feature_penalty=scalar(0.1), prob_perplexity=scalar(code_perplexity + 1.0),
+                               code_perplexity=scalar(code_perplexity), temperature=1.5)
+
+    monitor = PretrainingMonitor(groups=2, entries=10, collapse_fraction=0.1)
+    monitor.update(batch(correct=3, count=10, code_perplexity=12.0))
+    monitor.update(batch(correct=1, count=30, code_perplexity=8.0))
+    other_rank = {**monitor.sums, "correct": 16.0, "masked": 40.0}  # what a second process adds up
+
+    summary = monitor.summarize(gather=lambda sums: [sums, other_rank])
+    assert summary["accuracy"] == pytest.approx(20 / 80)
+    assert summary["contrastive"] == pytest.approx(2.0 * 40 * 2 / 80)  # per masked frame
+    assert summary["code_perplexity"] == pytest.approx(10.0) and summary["temperature"] == 1.5
+    assert "collapsing" not in caplog.text
+    monitor.reset()
+    monitor.update(batch(correct=0, count=5, code_perplexity=1.5))
+    with caplog.at_level("WARNING"):
+        monitor.summarize(gather=lambda sums: [sums], stage="valid")
+    assert "valid: code perplexity 1.5 is below 10% of the 20 codes" in caplog.text
