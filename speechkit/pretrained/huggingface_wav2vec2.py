@@ -62,6 +62,20 @@ _RENAMES = [
     (r"encoder\.layers\.(\d+)\.feed_forward\.intermediate_dense\.", r"encoder.layers.\1.ffn_in."),
     (r"encoder\.layers\.(\d+)\.feed_forward\.output_dense\.", r"encoder.layers.\1.ffn_out."),
 ]
+# The way back (older transformers files name the positional weight-norm tensors weight_g/weight_v;
+# current ones, like speechkit, parametrizations.weight.original0/1).
+_EXPORT_RENAMES = [
+    (r"^feature_encoder\.layers\.(\d+)\.conv\.", r"feature_extractor.conv_layers.\1.conv."),
+    (r"^feature_encoder\.layers\.(\d+)\.norm\.", r"feature_extractor.conv_layers.\1.layer_norm."),
+    (r"^feature_norm\.", "feature_projection.layer_norm."),
+    (r"^projection\.", "feature_projection.projection."),
+    (r"^masked_embedding$", "masked_spec_embed"),
+    (r"^encoder\.pos_conv\.conv\.", "encoder.pos_conv_embed.conv."),
+    (r"^encoder\.layers\.(\d+)\.attention_norm\.", r"encoder.layers.\1.layer_norm."),
+    (r"^encoder\.layers\.(\d+)\.final_norm\.", r"encoder.layers.\1.final_layer_norm."),
+    (r"^encoder\.layers\.(\d+)\.ffn_in\.", r"encoder.layers.\1.feed_forward.intermediate_dense."),
+    (r"^encoder\.layers\.(\d+)\.ffn_out\.", r"encoder.layers.\1.feed_forward.output_dense."),
+]
 _HEADS = ("quantizer.", "project_q.", "project_hid.")
 
 
@@ -129,19 +143,6 @@ def state_dict_to_huggingface(model: Union[Wav2Vec2Model, Wav2Vec2Pretraining]) 
         hf_state[prefix + inner] = tensor
     return hf_state
 
-
-_EXPORT_RENAMES = [
-    (r"^feature_encoder\.layers\.(\d+)\.conv\.", r"feature_extractor.conv_layers.\1.conv."),
-    (r"^feature_encoder\.layers\.(\d+)\.norm\.", r"feature_extractor.conv_layers.\1.layer_norm."),
-    (r"^feature_norm\.", "feature_projection.layer_norm."),
-    (r"^projection\.", "feature_projection.projection."),
-    (r"^masked_embedding$", "masked_spec_embed"),
-    (r"^encoder\.pos_conv\.conv\.", "encoder.pos_conv_embed.conv."),
-    (r"^encoder\.layers\.(\d+)\.attention_norm\.", r"encoder.layers.\1.layer_norm."),
-    (r"^encoder\.layers\.(\d+)\.final_norm\.", r"encoder.layers.\1.final_layer_norm."),
-    (r"^encoder\.layers\.(\d+)\.ffn_in\.", r"encoder.layers.\1.feed_forward.intermediate_dense."),
-    (r"^encoder\.layers\.(\d+)\.ffn_out\.", r"encoder.layers.\1.feed_forward.output_dense."),
-]
 
 
 def load_wav2vec2(source: Union[str, os.PathLike], savedir: Optional[Union[str, os.PathLike]] = None, *,

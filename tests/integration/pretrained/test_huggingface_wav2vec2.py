@@ -97,3 +97,24 @@ def test_bad_folders_raise_naming_the_file(tmp_path):
     (folder / "config.json").write_text("{not json")
     with pytest.raises(CheckpointError, match=r"config.json: not a readable JSON config"):
         load_wav2vec2(folder)
+
+
+def test_older_files_with_weight_g_and_weight_v_load(tmp_path):
+    from safetensors.torch import save_file
+
+    torch.manual_seed(3)
+    model = Wav2Vec2Model(CONFIG)
+    export_wav2vec2(model, tmp_path / "old")
+    tensors = load_file(tmp_path / "old" / "model.safetensors")
+    old_names = {"parametrizations.weight.original0": "weight_g",
+                 "parametrizations.weight.original1": "weight_v"}
+    renamed = {}
+    for key, tensor in tensors.items():
+        for new, old in old_names.items():
+            key = key.replace(new, old)
+        renamed[key] = tensor
+    assert "encoder.pos_conv_embed.conv.weight_g" in renamed
+    save_file(renamed, tmp_path / "old" / "model.safetensors")
+    loaded, _ = load_wav2vec2(tmp_path / "old")
+    for name, tensor in model.state_dict().items():
+        assert torch.equal(loaded.state_dict()[name], tensor), name
