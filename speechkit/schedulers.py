@@ -103,6 +103,40 @@ class WarmupCosineScheduler(Scheduler):
         return self.lr_min + 0.5 * (self.lr_peak - self.lr_min) * (1 + math.cos(math.pi * progress))
 
 
+class TriStageScheduler(Scheduler):
+    """Warmup, hold, decay (wav2vec 2.0 fine-tuning): over ``total_steps`` split by ``phase_ratio``, the rate
+    rises linearly from ``init_lr_scale * lr_peak`` to ``lr_peak``, holds, then decays exponentially to
+    ``final_lr_scale * lr_peak`` (held after ``total_steps``).
+
+    Example:
+        >>> sched = TriStageScheduler(lr_peak=1.0, total_steps=10, phase_ratio=(0.2, 0.4, 0.4))
+        >>> [round(sched.lr_for(s), 3) for s in (0, 1, 2, 5, 9, 20)]
+        [0.01, 0.505, 1.0, 1.0, 0.05, 0.05]
+    """
+
+    interval = "batch"
+
+    def __init__(self, lr_peak: float, total_steps: int, phase_ratio=(0.1, 0.4, 0.5),
+                 init_lr_scale: float = 0.01, final_lr_scale: float = 0.05):
+        super().__init__()
+        if len(phase_ratio) != 3 or abs(sum(phase_ratio) - 1.0) > 1e-6 or min(phase_ratio) < 0:
+            raise ValueError(f"phase_ratio must be three fractions summing to 1, got {list(phase_ratio)}")
+        self.lr_peak = float(lr_peak)
+        self.init_lr, self.final_lr = self.lr_peak * init_lr_scale, self.lr_peak * final_lr_scale
+        self.warmup = int(round(phase_ratio[0] * total_steps))
+        self.hold = int(round(phase_ratio[1] * total_steps))
+        self.decay = max(1, int(total_steps) - self.warmup - self.hold)
+
+    def lr_for(self, steps: int) -> float:
+        if steps < self.warmup:
+            return self.init_lr + (self.lr_peak - self.init_lr) * steps / self.warmup
+        steps -= self.warmup
+        if steps < self.hold:
+            return self.lr_peak
+        progress = min(1.0, (steps - self.hold) / max(1, self.decay - 1))
+        return self.lr_peak * (self.final_lr / self.lr_peak) ** progress
+
+
 class NewBobScheduler(Scheduler):
     """Reduce on plateau: multiply the rate by ``annealing_factor`` when the metric (lower is better) improved
     by less than ``improvement_threshold`` (relative) for more than ``patience`` epochs.

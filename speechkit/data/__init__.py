@@ -31,6 +31,8 @@ _LAZY = {
     "build_manifest": "speechkit.data.manifest",
     "split_manifest": "speechkit.data.manifest",
     "write_json_manifest": "speechkit.data.manifest",
+    "load_fairseq_manifest": "speechkit.data.fairseq_manifest",
+    "write_fairseq_manifest": "speechkit.data.fairseq_manifest",
     "prepare_librispeech": "speechkit.data.librispeech",
     "LabelEncoder": "speechkit.data.encoders",
     "CTCLabelEncoder": "speechkit.data.encoders",
@@ -38,8 +40,8 @@ _LAZY = {
     "DynamicBatchSampler": "speechkit.data.samplers",
 }
 
-_SUBMODULES = {"audio", "resample", "dataset", "pipeline", "batch", "manifest", "librispeech", "encoders",
-               "samplers", "loader"}
+_SUBMODULES = {"audio", "resample", "dataset", "pipeline", "batch", "manifest", "fairseq_manifest",
+               "librispeech", "encoders", "samplers", "loader"}
 
 
 def __getattr__(name: str):

@@ -51,8 +51,18 @@ PARALLEL_MIN_FILES = 2000
 def load_manifest(path: Union[str, os.PathLike], replacements: Optional[Mapping[str, str]] = None,
                   **options: Any) -> dict:
     """Load a ``.json``, ``.jsonl`` or ``.csv``/``.tsv`` manifest (by extension); options as in
-    :func:`load_json_manifest`."""
+    :func:`load_json_manifest`.
+
+    A ``.tsv`` whose first line is a folder (fairseq's layout: root, then ``path<TAB>num_samples`` rows) is
+    read by :func:`speechkit.data.fairseq_manifest.load_fairseq_manifest`, with its ``.wrd``/``.ltr``
+    labels; ``sample_rate``, ``labels`` and ``check_files`` are its options.
+    """
     path = os.fspath(path)
+    if path.endswith(".tsv"):
+        from speechkit.data.fairseq_manifest import is_fairseq_manifest, load_fairseq_manifest
+
+        if is_fairseq_manifest(path):
+            return load_fairseq_manifest(path, **options)
     if path.endswith((".csv", ".tsv")):
         return load_csv_manifest(path, replacements, **options)
     return load_json_manifest(path, replacements, **options)

@@ -5,7 +5,8 @@ Example::
     speechkit manifest /corpora/LibriSpeech/train-clean-100 --ext flac --dest manifests \\
         --valid-percent 0.05 --seed 1 --placeholder data_root --group-depth 1 --workers 8
 
-writes ``manifests/train.json`` and ``manifests/valid.json`` (``{id: {wav, duration, sample_rate}}``).
+writes ``manifests/train.json`` and ``manifests/valid.json`` (``{id: {wav, duration, sample_rate}}``);
+``--format tsv`` writes fairseq's ``train.tsv``/``valid.tsv`` (the root folder, then ``path<TAB>samples``).
 Durations come from the file headers, read by ``--workers`` processes. ``--group-depth 1`` keeps every
 top-level folder (a speaker, in LibriSpeech) on one side of the split.
 """
@@ -15,6 +16,7 @@ import argparse
 import os
 import sys
 
+from speechkit.data.fairseq_manifest import write_fairseq_manifest
 from speechkit.data.manifest import build_manifest, split_manifest, write_csv_manifest, write_json_manifest
 
 
@@ -33,13 +35,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="keep files sharing their first N folders (e.g. 1: the speaker) in one split")
     parser.add_argument("--workers", type=int, default=min(8, os.cpu_count() or 1),
                         help="processes reading file headers (default: up to 8)")
-    parser.add_argument("--format", choices=("json", "csv"), default="json", help="manifest format")
+    parser.add_argument("--format", choices=("json", "csv", "tsv"), default="json",
+                        help="manifest format; tsv is fairseq's (first line DIR, then path<TAB>num_samples)")
     parser.add_argument("--skip-unreadable", action="store_true",
                         help="leave out files that cannot be read instead of stopping")
 
 
 def run(args: argparse.Namespace) -> int:
     root = os.path.abspath(args.root)
+    if args.format == "tsv" and args.placeholder:
+        print("speechkit manifest: --placeholder does not apply to --format tsv (its first line is the root)",
+              file=sys.stderr)
+        return 2
     data = build_manifest(root, args.ext, num_workers=args.workers, placeholder=args.placeholder,
                           skip_unreadable=args.skip_unreadable)
     if not data:
@@ -51,14 +58,22 @@ def run(args: argparse.Namespace) -> int:
                      for data_id, row in data.items()}
         group_of = folder_of.__getitem__
     train, valid = split_manifest(data, args.valid_percent, args.seed, group_of=group_of)
-    write = write_json_manifest if args.format == "json" else write_csv_manifest
     os.makedirs(args.dest, exist_ok=True)
     for name, rows in (("train", train), ("valid", valid)):
         path = os.path.join(args.dest, f"{name}.{args.format}")
-        write(rows, path)
+        if args.format == "tsv":
+            write_fairseq_manifest(root, _fairseq_entries(rows, root), path)
+        else:
+            (write_json_manifest if args.format == "json" else write_csv_manifest)(rows, path)
         hours = sum(row["duration"] for row in rows.values()) / 3600
         print(f"{path}: {len(rows)} items, {hours:.3f} h")
     return 0
+
+
+def _fairseq_entries(rows: dict, root: str) -> list:
+    # Durations are rounded to microseconds, so duration x rate gives back the exact sample count.
+    return [(os.path.relpath(row["wav"], root), round(row["duration"] * row["sample_rate"]))
+            for row in rows.values()]
 
 
 def _relative_folder(path: str, root: str, placeholder: str | None, depth: int) -> str:

@@ -23,6 +23,9 @@ _LAZY = {
     "EncoderDecoderASR": "speechkit.pretrained.interfaces",
     "SeparationModel": "speechkit.pretrained.separation",
     "check_yaml_is_safe": "speechkit.pretrained.safety",
+    "Wav2Vec2Features": "speechkit.pretrained.wav2vec2_features",
+    "load_wav2vec2": "speechkit.pretrained.huggingface_wav2vec2",
+    "export_wav2vec2": "speechkit.pretrained.huggingface_wav2vec2",
 }
 
 

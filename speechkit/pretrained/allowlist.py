@@ -68,6 +68,7 @@ SPEECHKIT_CLASSES = {
     "speechkit.data.encoders": ("CTCLabelEncoder", "LabelEncoder"),
     "speechkit.schedulers": ("NewBobScheduler", "NoamScheduler", "ReduceLROnPlateau",
                              "WarmupCosineScheduler"),
+    "speechkit.models.wav2vec2": ("Wav2Vec2Config", "Wav2Vec2Model", "WaveformNormalization"),
     "speechkit.pretrained": ("Pretrainer", "FetchSource"),
 }
 SPEECHKIT_FUNCTIONS = {

@@ -157,7 +157,8 @@ def test_allow_adds_exact_names_only(tiny_asr, file_server, tmp_path):
 
 
 ROOT = pathlib.Path(__file__).parents[3]
-SHIPPED = sorted([*ROOT.glob("recipes/**/inference.yaml"), *ROOT.glob("templates/**/inference.yaml")])
+SHIPPED = sorted(path for pattern in ("inference.yaml", "features.yaml")
+                 for path in [*ROOT.glob(f"recipes/**/{pattern}"), *ROOT.glob(f"templates/**/{pattern}")])
 
 
 def test_shipped_inference_yamls_are_found():
@@ -180,14 +181,17 @@ def test_shipped_model_folder_loads_from_a_url_without_trust(inference_yaml, fil
         loadable = built["pretrainer"].loadables[name]
         if isinstance(loadable, torch.nn.Module):
             save_weights(loadable.state_dict(), tmp_path / "weights" / path)
-    tokenizer = SentencePieceTokenizer.train(["a bad cab", "dead beef", "a fed bee"] * 10, tmp_path / "tok",
-                                             vocab_size=12, model_type="char", hard_vocab_limit=False)
-    (tmp_path / "weights" / files["tokenizer"]).write_bytes(pathlib.Path(tokenizer.model_path).read_bytes())
+    if "tokenizer" in files:
+        tokenizer = SentencePieceTokenizer.train(["a bad cab", "dead beef", "a fed bee"] * 10,
+                                                 tmp_path / "tok", vocab_size=12, model_type="char",
+                                                 hard_vocab_limit=False)
+        (tmp_path / "weights" / files["tokenizer"]).write_bytes(pathlib.Path(tokenizer.model_path).read_bytes())
     (tmp_path / "weights" / "hyperparams.yaml").write_text(text)
     for path in (tmp_path / "weights").iterdir():
         file_server.files[f"/shipped/{path.name}"] = path.read_bytes()
     asr = Pretrained.from_hparams(f"{file_server.url}/shipped", savedir=tmp_path / "s")
-    assert isinstance(asr.hparams["tokenizer"], SentencePieceTokenizer)
+    if "tokenizer" in files:
+        assert isinstance(asr.hparams["tokenizer"], SentencePieceTokenizer)
     for name, module in asr.mods.items():
         if name in files:
             expected = built["pretrainer"].loadables[name].state_dict()

@@ -93,3 +93,19 @@ def test_scheduler_from_yaml_is_stepped_per_batch_by_brain(tmp_path):
     )
     assert hparams["lr_scheduler"].steps == 3
     assert brain.optimizer.param_groups[0]["lr"] == pytest.approx(0.4)  # the rate for step 4
+
+
+def test_tri_stage_warms_up_holds_and_decays_exponentially():
+    from speechkit.schedulers import TriStageScheduler
+
+    sched = TriStageScheduler(lr_peak=1e-3, total_steps=100, phase_ratio=(0.1, 0.4, 0.5))
+    rates = [sched.lr_for(step) for step in range(120)]
+    assert rates[0] == pytest.approx(1e-5) and rates[10] == pytest.approx(1e-3)
+    assert all(rate == pytest.approx(1e-3) for rate in rates[10:50])
+    decay = rates[50:100]
+    assert all(later < earlier for earlier, later in zip(decay, decay[1:]))
+    ratios = [later / earlier for earlier, later in zip(decay, decay[1:])]
+    assert max(ratios) == pytest.approx(min(ratios))  # a constant factor: exponential
+    assert rates[99] == pytest.approx(5e-5) and rates[119] == pytest.approx(5e-5)
+    with pytest.raises(ValueError, match="phase_ratio"):
+        TriStageScheduler(1.0, 10, phase_ratio=(0.5, 0.5, 0.5))

@@ -1,0 +1,225 @@
+"""Load and write wav2vec 2.0 models in the Hugging Face ``transformers`` folder format.
+
+A folder holds ``config.json`` (``model_type: wav2vec2``) and ``model.safetensors`` (or
+``pytorch_model.bin``); it may come from a local path, a Hub repo id or a URL, through speechkit's fetching
+(cache, file lock, offline mode). Weights load as tensors only (safetensors or ``weights_only`` torch.load):
+nothing from the folder runs.
+
+- :func:`load_wav2vec2` -> :class:`~speechkit.models.wav2vec2.Wav2Vec2Pretraining` when the folder has the
+  quantizer (``Wav2Vec2ForPreTraining`` checkpoints), else :class:`~speechkit.models.wav2vec2.Wav2Vec2Model`;
+  a CTC head (``lm_head``, ``Wav2Vec2ForCTC``) is returned in ``extra``.
+- :func:`export_wav2vec2` writes speechkit's model back as a folder ``transformers`` loads.
+
+Example:
+    >>> model, extra = load_wav2vec2("facebook/wav2vec2-base", savedir="pretrained/w2v")  # doctest: +SKIP
+    >>> export_wav2vec2(model, "exported/w2v")  # doctest: +SKIP
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+from typing import Optional, Union
+
+from speechkit.errors import CheckpointError, FetchError
+from speechkit.models.wav2vec2 import Wav2Vec2Config, Wav2Vec2Model, Wav2Vec2Pretraining
+from speechkit.pretrained.fetching import fetch
+from speechkit.pretrained.loading import load_weights, save_weights
+
+logger = logging.getLogger(__name__)
+
+#: speechkit config field -> transformers config field (same meaning, same value).
+_CONFIG_FIELDS = {
+    "conv_channels": "conv_dim", "conv_kernels": "conv_kernel", "conv_strides": "conv_stride",
+    "conv_bias": "conv_bias", "feature_norm": "feat_extract_norm", "d_model": "hidden_size",
+    "num_layers": "num_hidden_layers", "num_heads": "num_attention_heads", "ffn_dim": "intermediate_size",
+    "layer_norm_first": "do_stable_layer_norm", "pos_conv_kernel": "num_conv_pos_embeddings",
+    "pos_conv_groups": "num_conv_pos_embedding_groups", "layer_norm_eps": "layer_norm_eps",
+    "dropout": "hidden_dropout", "attention_dropout": "attention_dropout",
+    "activation_dropout": "activation_dropout", "feature_dropout": "feat_proj_dropout",
+    "quantizer_input_dropout": "feat_quantizer_dropout", "layer_drop": "layerdrop",
+    "mask_prob": "mask_time_prob", "mask_length": "mask_time_length", "mask_min_spans": "mask_time_min_masks",
+    "mask_channel_prob": "mask_feature_prob", "mask_channel_length": "mask_feature_length",
+    "codebook_groups": "num_codevector_groups", "codebook_entries": "num_codevectors_per_group",
+    "codevector_dim": "codevector_dim", "final_dim": "proj_codevector_dim",
+    "logit_temperature": "contrastive_logits_temperature", "num_negatives": "num_negatives",
+    "diversity_weight": "diversity_loss_weight",
+}
+
+# (transformers, speechkit) name patterns of the encoder's tensors; the pretraining heads keep their names.
+_RENAMES = [
+    (r"feature_extractor\.conv_layers\.(\d+)\.conv\.", r"feature_encoder.layers.\1.conv."),
+    (r"feature_extractor\.conv_layers\.(\d+)\.layer_norm\.", r"feature_encoder.layers.\1.norm."),
+    (r"feature_projection\.layer_norm\.", "feature_norm."),
+    (r"feature_projection\.projection\.", "projection."),
+    (r"masked_spec_embed$", "masked_embedding"),
+    (r"encoder\.pos_conv_embed\.conv\.weight_g$", "encoder.pos_conv.conv.parametrizations.weight.original0"),
+    (r"encoder\.pos_conv_embed\.conv\.weight_v$", "encoder.pos_conv.conv.parametrizations.weight.original1"),
+    (r"encoder\.pos_conv_embed\.conv\.", "encoder.pos_conv.conv."),
+    (r"encoder\.layers\.(\d+)\.layer_norm\.", r"encoder.layers.\1.attention_norm."),
+    (r"encoder\.layers\.(\d+)\.final_layer_norm\.", r"encoder.layers.\1.final_norm."),
+    (r"encoder\.layers\.(\d+)\.feed_forward\.intermediate_dense\.", r"encoder.layers.\1.ffn_in."),
+    (r"encoder\.layers\.(\d+)\.feed_forward\.output_dense\.", r"encoder.layers.\1.ffn_out."),
+]
+# The way back (older transformers files name the positional weight-norm tensors weight_g/weight_v;
+# current ones, like speechkit, parametrizations.weight.original0/1).
+_EXPORT_RENAMES = [
+    (r"^feature_encoder\.layers\.(\d+)\.conv\.", r"feature_extractor.conv_layers.\1.conv."),
+    (r"^feature_encoder\.layers\.(\d+)\.norm\.", r"feature_extractor.conv_layers.\1.layer_norm."),
+    (r"^feature_norm\.", "feature_projection.layer_norm."),
+    (r"^projection\.", "feature_projection.projection."),
+    (r"^masked_embedding$", "masked_spec_embed"),
+    (r"^encoder\.pos_conv\.conv\.", "encoder.pos_conv_embed.conv."),
+    (r"^encoder\.layers\.(\d+)\.attention_norm\.", r"encoder.layers.\1.layer_norm."),
+    (r"^encoder\.layers\.(\d+)\.final_norm\.", r"encoder.layers.\1.final_layer_norm."),
+    (r"^encoder\.layers\.(\d+)\.ffn_in\.", r"encoder.layers.\1.feed_forward.intermediate_dense."),
+    (r"^encoder\.layers\.(\d+)\.ffn_out\.", r"encoder.layers.\1.feed_forward.output_dense."),
+]
+_HEADS = ("quantizer.", "project_q.", "project_hid.")
+
+
+def config_from_huggingface(hf_config: dict, where: str = "config.json") -> Wav2Vec2Config:
+    """A :class:`Wav2Vec2Config` from a transformers ``config.json`` dict (unsupported variants raise)."""
+    if hf_config.get("model_type", "wav2vec2") != "wav2vec2":
+        raise CheckpointError(f"{where}: model_type {hf_config.get('model_type')!r} is not wav2vec2")
+    for name, expected in (("hidden_act", "gelu"), ("feat_extract_activation", "gelu"),
+                           ("add_adapter", False), ("adapter_attn_dim", None)):
+        if hf_config.get(name, expected) != expected:
+            raise CheckpointError(f"{where}: {name}={hf_config[name]!r} is not supported (only {expected!r})")
+    defaults = Wav2Vec2Config()
+    values = {ours: hf_config[theirs] for ours, theirs in _CONFIG_FIELDS.items() if theirs in hf_config}
+    for name in ("conv_channels", "conv_kernels", "conv_strides"):
+        values.setdefault(name, getattr(defaults, name))
+    return Wav2Vec2Config(**values)
+
+
+def config_to_huggingface(config: Wav2Vec2Config, architecture: str) -> dict:
+    """A transformers ``config.json`` dict for ``config`` (``architecture``: the transformers class name)."""
+    hf_config = {"model_type": "wav2vec2", "architectures": [architecture], "hidden_act": "gelu",
+                 "feat_extract_activation": "gelu", "num_feat_extract_layers": len(config.conv_channels)}
+    for ours, theirs in _CONFIG_FIELDS.items():
+        value = getattr(config, ours)
+        hf_config[theirs] = list(value) if isinstance(value, tuple) else value
+    return hf_config
+
+
+def state_dict_from_huggingface(hf_state: dict) -> tuple:
+    """Rename transformers tensors to speechkit's: ``(model tensors, other tensors)``.
+
+    Model tensors are keyed for :class:`Wav2Vec2Pretraining` (``wav2vec2.`` prefix) when the state has the
+    quantizer, else for :class:`Wav2Vec2Model`. Other tensors (e.g. ``lm_head.*``) are returned unchanged.
+    """
+    pretraining = any(key.startswith("quantizer.") for key in hf_state)
+    ours, other = {}, {}
+    for key, tensor in hf_state.items():
+        inner = key[len("wav2vec2."):] if key.startswith("wav2vec2.") else None
+        if inner is None and not key.startswith(_HEADS) and key.split(".")[0] in (
+                "feature_extractor", "feature_projection", "encoder", "masked_spec_embed"):
+            inner = key  # a bare Wav2Vec2Model state
+        if inner is not None:
+            for pattern, replacement in _RENAMES:
+                inner, found = re.subn(pattern, replacement, inner)
+                if found:
+                    break
+            ours[("wav2vec2." if pretraining else "") + inner] = tensor
+        elif key.startswith(_HEADS) and pretraining:
+            ours[key] = tensor
+        else:
+            other[key] = tensor
+    return ours, other
+
+
+def state_dict_to_huggingface(model: Union[Wav2Vec2Model, Wav2Vec2Pretraining]) -> dict:
+    """speechkit's tensors under transformers names (``wav2vec2.`` prefixed for a pretraining model)."""
+    hf_state = {}
+    for key, tensor in model.state_dict().items():
+        prefix, inner = ("wav2vec2.", key[len("wav2vec2."):]) if key.startswith("wav2vec2.") else ("", key)
+        if prefix or isinstance(model, Wav2Vec2Model):
+            for ours, theirs in _EXPORT_RENAMES:
+                inner, found = re.subn(ours, theirs, inner)
+                if found:
+                    break
+        hf_state[prefix + inner] = tensor
+    return hf_state
+
+
+
+def load_wav2vec2(source: Union[str, os.PathLike], savedir: Optional[Union[str, os.PathLike]] = None, *,
+                  revision: Optional[str] = None, allow_network: bool = True,
+                  cache_dir: Optional[Union[str, os.PathLike]] = None) -> tuple:
+    """Build speechkit's model from a transformers wav2vec 2.0 folder: ``(model, extra tensors)``.
+
+    Arguments:
+        source: a local folder, a Hub repo id (``facebook/wav2vec2-base``), a URL or a ``FetchSource``.
+        savedir: where the fetched files appear (default: in place, the local folder or the cache).
+
+    Raises:
+        FetchError: neither ``model.safetensors`` nor ``pytorch_model.bin`` in the source.
+        CheckpointError: an unsupported config, or tensors missing or of the wrong shape.
+    """
+    strategy = "symlink" if savedir is not None else "in_place"
+    options = dict(savedir=savedir, strategy=strategy, revision=revision, allow_network=allow_network,
+                   cache_dir=cache_dir)
+    config_path = fetch("config.json", source, **options)
+    try:
+        hf_config = json.loads(open(config_path, encoding="utf-8").read())
+    except (OSError, ValueError) as error:
+        raise CheckpointError(f"{config_path}: not a readable JSON config ({error})") from None
+    config = config_from_huggingface(hf_config, str(config_path))
+    weights_path = None
+    for name in ("model.safetensors", "pytorch_model.bin"):
+        try:
+            weights_path = fetch(name, source, **options)
+            break
+        except FetchError as error:
+            missing = error
+    if weights_path is None:
+        raise FetchError(f"{source}: no model.safetensors or pytorch_model.bin ({missing})")
+    ours, extra = state_dict_from_huggingface(load_weights(weights_path))
+    pretraining = any(key.startswith("quantizer.") for key in ours)
+    model = (Wav2Vec2Pretraining if pretraining else Wav2Vec2Model)(config)
+    expected = model.state_dict()
+    if "wav2vec2.masked_embedding" not in ours and "masked_embedding" not in ours:
+        # transformers leaves the mask embedding out when its config masks nothing; keep ours.
+        name = "wav2vec2.masked_embedding" if pretraining else "masked_embedding"
+        ours[name] = expected[name]
+    missing_keys = sorted(set(expected) - set(ours))
+    unexpected = sorted(set(ours) - set(expected))
+    wrong = sorted(key for key in set(ours) & set(expected) if ours[key].shape != expected[key].shape)
+    if missing_keys or unexpected or wrong:
+        raise CheckpointError(f"{weights_path}: does not fit the wav2vec 2.0 model of {config_path} "
+                              f"(missing {missing_keys[:5]}, unexpected {unexpected[:5]}, wrong shape "
+                              f"{wrong[:5]})")
+    model.load_state_dict(ours)
+    return model, extra
+
+
+def export_wav2vec2(model: Union[Wav2Vec2Model, Wav2Vec2Pretraining], folder: Union[str, os.PathLike],
+                    extra: Optional[dict] = None, architecture: Optional[str] = None) -> str:
+    """Write ``config.json`` and ``model.safetensors`` that ``transformers`` loads; returns the folder.
+
+    Arguments:
+        extra: tensors to add as they are (e.g. ``{"lm_head.weight": ..., "lm_head.bias": ...}`` for a CTC
+            model, whose encoder tensors then take the ``wav2vec2.`` prefix).
+        architecture: the transformers class to name (default: ``Wav2Vec2ForPreTraining`` for a pretraining
+            model, ``Wav2Vec2ForCTC`` with a ``lm_head``, else ``Wav2Vec2Model``).
+    """
+    hf_state = state_dict_to_huggingface(model)
+    if extra:
+        if isinstance(model, Wav2Vec2Model):
+            hf_state = {f"wav2vec2.{key}": tensor for key, tensor in hf_state.items()}
+        hf_state.update(extra)
+    if architecture is None:
+        architecture = ("Wav2Vec2ForPreTraining" if isinstance(model, Wav2Vec2Pretraining) else
+                        "Wav2Vec2ForCTC" if extra and "lm_head.weight" in extra else "Wav2Vec2Model")
+    hf_config = config_to_huggingface(model.config, architecture)
+    if extra and "lm_head.weight" in extra:
+        hf_config["vocab_size"] = int(extra["lm_head.weight"].shape[0])
+    os.makedirs(folder, exist_ok=True)
+    temporary = os.path.join(folder, f".config.json.tmp{os.getpid()}")
+    with open(temporary, "w", encoding="utf-8") as handle:
+        json.dump(hf_config, handle, indent=2)
+    save_weights(hf_state, os.path.join(folder, "model.safetensors"))
+    os.replace(temporary, os.path.join(folder, "config.json"))
+    return os.fspath(folder)

@@ -1,0 +1,101 @@
+"""Features from a wav2vec 2.0 encoder for downstream models: any layer, any file, batch invariant.
+
+A model folder for :meth:`Wav2Vec2Features.from_hparams` holds a ``hyperparams.yaml`` declaring
+``sample_rate``, ``modules: {normalize: WaveformNormalization (optional), wav2vec2: Wav2Vec2Model}`` and a
+``pretrainer`` loading the encoder's weights (see recipes/SynthSpeech/wav2vec2/hparams/features.yaml). A
+transformers-format folder (``config.json`` + weights) loads with :meth:`Wav2Vec2Features.from_huggingface`.
+
+Layers: ``layer=None`` gives the encoder's output; ``layer=k`` the output of Transformer block ``k`` (0: the
+Transformer's input, after the positional convolution), computing only the blocks below it;
+``layer="all"`` every one, stacked ``(num_layers + 1, ...)`` (for a learned weighted sum downstream).
+
+Example:
+    >>> features = Wav2Vec2Features.from_hparams("results/w2v-features")           # doctest: +SKIP
+    >>> features.extract_file("utt1.flac", layer=6).shape                           # doctest: +SKIP
+    torch.Size([149, 768])
+    >>> hf = Wav2Vec2Features.from_huggingface("facebook/wav2vec2-base")            # doctest: +SKIP
+"""
+from __future__ import annotations
+
+import json
+from typing import Optional, Union
+
+import torch
+
+from speechkit.errors import FetchError, HparamsError
+from speechkit.models.wav2vec2 import Wav2Vec2Model, Wav2Vec2Pretraining, WaveformNormalization
+from speechkit.pretrained.fetching import fetch
+from speechkit.pretrained.interfaces import Pretrained
+
+Layer = Union[int, str, None]
+
+
+class Wav2Vec2Features(Pretrained):
+    """Extract wav2vec 2.0 representations (see the module doc for ``layer``)."""
+
+    REQUIRED_KEYS = ("modules", "sample_rate")
+
+    def __init__(self, modules: dict, hparams: dict, run_opts=None, source_description: str = "hyperparams"):
+        super().__init__(modules, hparams, run_opts, source_description)
+        encoder = self.mods["wav2vec2"] if "wav2vec2" in self.mods else None
+        if isinstance(encoder, Wav2Vec2Pretraining):
+            encoder = encoder.wav2vec2
+        if not isinstance(encoder, Wav2Vec2Model):
+            raise HparamsError(f"{source_description}: modules.wav2vec2 must be a Wav2Vec2Model (or "
+                               f"Wav2Vec2Pretraining), got {type(encoder).__name__}")
+        self.encoder = encoder
+        self.num_layers = len(encoder.encoder.layers)
+
+    @classmethod
+    def from_huggingface(cls, source, savedir=None, run_opts=None, revision: Optional[str] = None,
+                         allow_network: bool = True, cache_dir=None) -> Wav2Vec2Features:
+        """Features of a transformers-format wav2vec 2.0 folder (local, Hub repo id or URL).
+
+        Waveforms are normalized when the folder's ``preprocessor_config.json`` says ``do_normalize``
+        (or has no such file), as transformers' feature extractor does.
+        """
+        from speechkit.pretrained.huggingface_wav2vec2 import load_wav2vec2
+
+        options = dict(revision=revision, allow_network=allow_network, cache_dir=cache_dir)
+        model, _ = load_wav2vec2(source, savedir, **options)
+        normalize, rate = True, 16000
+        try:
+            strategy = "symlink" if savedir is not None else "in_place"
+            path = fetch("preprocessor_config.json", source, savedir, strategy=strategy, **options)
+            preprocessor = json.loads(path.read_text(encoding="utf-8"))
+            normalize = bool(preprocessor.get("do_normalize", True))
+            rate = int(preprocessor.get("sampling_rate", rate))
+        except FetchError:
+            pass  # a folder without a feature-extractor config: the usual 16 kHz, normalized
+        modules = {"wav2vec2": model.wav2vec2 if isinstance(model, Wav2Vec2Pretraining) else model}
+        if normalize:
+            modules["normalize"] = WaveformNormalization()
+        return cls(modules, {"modules": modules, "sample_rate": rate}, run_opts, f"{source}")
+
+    @torch.no_grad()
+    def extract_batch(self, wavs: torch.Tensor, lengths: Optional[torch.Tensor] = None,
+                      layer: Layer = None) -> tuple:
+        """``(features, frame_lengths)``: ``(batch, frames, dim)``, or ``(num_layers + 1, batch, frames,
+        dim)`` for ``layer="all"``; frames past an item's length are padding."""
+        wavs, lengths = self._prepare(wavs, lengths)
+        if "normalize" in self.mods:
+            wavs, lengths = self.mods["normalize"](wavs, lengths)
+        if layer is None:
+            out = self.encoder(wavs, lengths)
+            return out.output, out.lengths
+        if layer == "all":
+            out = self.encoder(wavs, lengths)
+            return torch.stack(out.hidden_states), out.lengths
+        if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer <= self.num_layers:
+            raise ValueError(f"layer must be None, 'all' or an int in [0, {self.num_layers}], got {layer!r}")
+        out = self.encoder(wavs, lengths, num_layers=layer)
+        return out.hidden_states[layer], out.lengths
+
+    def extract_file(self, path, layer: Layer = None) -> torch.Tensor:
+        """Features of one audio file: ``(frames, dim)`` (``(num_layers + 1, frames, dim)`` for ``"all"``)."""
+        waveform = self.load_audio(path)
+        features, _ = self.extract_batch(waveform.unsqueeze(0), torch.tensor([waveform.shape[0]]), layer)
+        return features[:, 0] if layer == "all" else features[0]
+
+    def forward(self, wavs: torch.Tensor, lengths: Optional[torch.Tensor] = None, layer: Layer = None):
+        return self.extract_batch(wavs, lengths, layer)

@@ -1,0 +1,201 @@
+"""recipes/SynthSpeech/wav2vec2: pretraining runs and logs its terms (fp32 and bf16), and 2 torchrun gloo
+workers with accumulation auto make exactly the update of one process holding the same global batch."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile
+import torch
+
+import speechkit
+from tests.recipes.recipe_helpers import run_script
+
+RECIPE = Path(__file__).resolve().parents[2] / "recipes" / "SynthSpeech" / "wav2vec2"
+#: A model small enough for a test, then one without dropout (whose draws differ between processes).
+TINY_MODEL = {"num_layers": 1, "d_model": 32, "num_heads": 2, "ffn_dim": 64, "conv_channels": [32] * 7,
+              "pos_conv_kernel": 8, "pos_conv_groups": 4, "codebook_entries": 8, "codevector_dim": 16,
+              "final_dim": 16, "num_negatives": 10}
+NO_DROPOUT = {**TINY_MODEL, "dropout": 0.0, "attention_dropout": 0.0, "feature_dropout": 0.0,
+              "quantizer_input_dropout": 0.0}
+
+
+def options(model: dict) -> list:
+    arguments = ["--noprogressbar", "--train_loader_kwargs.num_workers", "0"]
+    for name, value in model.items():
+        arguments += [f"--config.{name}", json.dumps(value).replace(" ", "")]
+    return arguments
+
+
+def copy_recipe(tmp_path: Path, sgd: bool = False) -> Path:
+    recipe = tmp_path / "recipe"
+    shutil.copytree(RECIPE, recipe)  # copies the linked prepare.py's content; results stay in tmp_path
+    if sgd:  # plain SGD: the update is linear in the gradient, so accumulation must match to rounding
+        yaml = recipe / "hparams" / "pretrain.yaml"
+        text = yaml.read_text().replace("!name:torch.optim.AdamW", "!name:torch.optim.SGD")
+        text = "\n".join(line for line in text.splitlines()
+                         if not line.strip().startswith(("betas:", "eps:", "weight_decay:")))
+        yaml.write_text(text + "\n")
+    return recipe
+
+
+def write_audio_corpus(folder: Path, seconds=(1.0, 1.2)) -> Path:
+    """train/valid/test.json of noise-and-tone FLACs (transcripts unused by pretraining)."""
+    rng = np.random.default_rng(0)
+    for split in ("train", "valid", "test"):
+        manifest = {}
+        for index, duration in enumerate(seconds):
+            samples = int(16000 * duration)
+            wave = np.sin(np.arange(samples) * rng.uniform(0.02, 0.2)) * 0.2
+            wave += 0.05 * rng.standard_normal(samples)
+            relative = f"{split}/{split}-{index}.flac"
+            (folder / split).mkdir(parents=True, exist_ok=True)
+            soundfile.write(folder / relative, wave.astype(np.float32), 16000, subtype="PCM_16")
+            manifest[f"{split}-{index}"] = {"wav": f"$data_root/{relative}", "duration": duration,
+                                            "text": "A"}
+        (folder / f"{split}.json").write_text(json.dumps(manifest))
+    return folder
+
+
+@pytest.fixture(scope="module")
+def pretrained(tmp_path_factory, tiny_corpus) -> Path:
+    """The recipe folder after a 1-epoch pretraining of a tiny model on the tiny corpus."""
+    recipe = copy_recipe(tmp_path_factory.mktemp("w2v"))
+    tiny = ["hparams/pretrain.yaml", "--data_folder", str(tiny_corpus), *options(TINY_MODEL)]
+    run_script(recipe / "pretrain.py", [*tiny, "--number_of_epochs", "1", "--max_tokens", "48000",
+                                        "--global_batch_seconds", "6", "--ckpt_interval_steps", "2"])
+    return recipe
+
+
+@pytest.mark.slow
+def test_pretraining_logs_every_term_and_runs_in_bf16(pretrained, tiny_corpus):
+    output = pretrained / "results" / "pretrain" / "1234"
+    log = (output / "train_log.txt").read_text()
+    for term in ("contrastive", "accuracy", "diversity", "feature_penalty", "prob_perplexity",
+                 "code_perplexity", "temperature"):
+        assert f"| {term}: " in log, log
+    encoder = torch.load(output / "encoder.ckpt", weights_only=True)
+    assert "encoder.layers.0.ffn_in.weight" in encoder and not any(k.startswith("quantizer") for k in encoder)
+    tiny = ["hparams/pretrain.yaml", "--data_folder", str(tiny_corpus), *options(TINY_MODEL)]
+    run_script(pretrained / "pretrain.py", [*tiny, "--debug", "--precision", "bf16", "--max_tokens", "48000",
+                                            "--global_batch_seconds", "6", "--output_folder", "results/bf16"])
+    assert "| accuracy: " in (pretrained / "results" / "bf16" / "train_log.txt").read_text()
+
+
+def finetune_options(tiny_corpus: Path, freeze_updates: int, output: str) -> list:
+    sizes = ("num_layers", "d_model", "num_heads", "ffn_dim", "conv_channels", "pos_conv_kernel",
+             "pos_conv_groups")
+    model = {name: value for name, value in TINY_MODEL.items() if name in sizes}
+    return ["hparams/finetune.yaml", "--data_folder", str(tiny_corpus), *options(model), "--ctc_head.d_model",
+            "32", "--config.mask_channel_length", "4", "--number_of_epochs", "2", "--tokenizer_file",
+            "results/tokenizer/tokenizer.model", "--freeze_encoder_updates", str(freeze_updates),
+            "--output_folder", output]
+
+
+@pytest.mark.slow
+def test_finetuning_freezes_what_it_should_and_the_export_transcribes(pretrained, tiny_corpus):
+    pretrained_encoder = torch.load(pretrained / "results" / "pretrain" / "1234" / "encoder.ckpt",
+                                    weights_only=True)
+    run_script(pretrained / "finetune.py", finetune_options(tiny_corpus, 1000, "results/frozen"))
+    run_script(pretrained / "finetune.py", finetune_options(tiny_corpus, 1, "results/thawed"))
+    for name, frozen_transformer in (("frozen", True), ("thawed", False)):
+        output = pretrained / "results" / name
+        assert "utt-test-" in (output / "wer_test.txt").read_text()
+        encoder = final_weights(output, "encoder.ckpt")
+        for key, tensor in pretrained_encoder.items():
+            unchanged = torch.equal(encoder[key], tensor)
+            if key.startswith("feature_encoder."):
+                assert unchanged, f"{name}: the frozen feature encoder changed ({key})"
+            elif key.startswith("encoder.layers.0.ffn_in"):
+                assert unchanged == frozen_transformer, f"{name}: {key} changed={not unchanged}"
+    # Served: the exported folder transcribes with EncoderASR.
+    inference = (pretrained / "hparams" / "inference.yaml").read_text()
+    for big, small in (("256, 256, 256, 256, 256, 256, 256", "32, 32, 32, 32, 32, 32, 32"),
+                       ("d_model: 256", "d_model: 32"), ("num_layers: 4", "num_layers: 1"),
+                       ("num_heads: 4", "num_heads: 2"), ("ffn_dim: 1024", "ffn_dim: 64"),
+                       ("pos_conv_kernel: 32", "pos_conv_kernel: 8"),
+                       ("pos_conv_groups: 16", "pos_conv_groups: 4")):
+        assert big in inference
+        inference = inference.replace(big, small)
+    (pretrained / "tiny_inference.yaml").write_text(inference)
+    command = [sys.executable, "-m", "speechkit", "export", "--checkpoints", "results/thawed/save",
+               "--hparams", "tiny_inference.yaml", "--min-key", "WER", "--file",
+               "tokenizer=results/tokenizer/tokenizer.model", "--output", "results/model"]
+    done = subprocess.run(command, cwd=pretrained, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    from speechkit.pretrained import EncoderASR
+
+    asr = EncoderASR.from_hparams(pretrained / "results" / "model")
+    text = asr.transcribe_file(tiny_corpus / "test" / "utt-test-000.flac")
+    assert isinstance(text, str) and set(text) <= set("ABCDEFGHIJKLMNOPQRSTUVWXYZ' ")
+
+
+def final_weights(output: Path, name: str = "wav2vec2.ckpt") -> dict:
+    checkpoints = sorted((output / "save").glob("CKPT+*"))
+    return torch.load(checkpoints[-1] / name, weights_only=True)
+
+
+@pytest.mark.slow
+def test_two_gloo_workers_make_the_update_of_one_process_with_the_same_global_batch(tmp_path):
+    data = write_audio_corpus(tmp_path / "data")
+    recipe = copy_recipe(tmp_path, sgd=True)
+    # 1.5 s batches hold one utterance each; 3 s per update: 2 micro-batches on 1 process, 1 on each of 2.
+    common = ["hparams/pretrain.yaml", "--data_folder", str(data), *options(NO_DROPOUT),
+              "--number_of_epochs", "1", "--max_tokens", "24000", "--global_batch_seconds", "3",
+              "--lr", "0.5", "--warmup_steps", "1", "--total_steps", "10", "--max_grad_norm", "0"]
+    single = run_script(recipe / "pretrain.py", [*common, "--output_folder", "results/one"], timeout=300)
+    assert "1 process(es) x 1.5s dynamic batches x 2 accumulation" in single.stdout + single.stderr
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONHASHSEED": "0"}
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+               "pretrain.py", *common, "--output_folder", "results/two"]
+    try:
+        done = subprocess.run(command, cwd=recipe, env=env, capture_output=True, text=True, timeout=400)
+    except subprocess.TimeoutExpired as error:
+        pytest.fail(f"torchrun timed out:\n{error.stdout}\n{error.stderr}")
+    assert done.returncode == 0, f"{done.stdout[-3000:]}\n{done.stderr[-6000:]}"
+    assert "2 process(es) x 1.5s dynamic batches x 1 accumulation" in done.stdout + done.stderr
+    # The initial weights: the YAML built the same way (seeded before the model is made).
+    cwd = os.getcwd()
+    os.chdir(recipe)
+    try:
+        changes = {f"config.{name}": value for name, value in NO_DROPOUT.items()}
+        initial = speechkit.load_hparams("hparams/pretrain.yaml", changes)["wav2vec2"].state_dict()
+    finally:
+        os.chdir(cwd)
+    one, two = final_weights(recipe / "results" / "one"), final_weights(recipe / "results" / "two")
+    assert sorted(one) == sorted(two) == sorted(initial)
+    moved = 0
+    for name, tensor in one.items():
+        step_one, step_two = tensor - initial[name], two[name] - initial[name]
+        scale = float(step_one.abs().max())
+        moved += scale > 1e-5
+        torch.testing.assert_close(step_two, step_one, atol=1e-4 * scale + 1e-7, rtol=0,
+                                   msg=lambda m, n=name: f"{n}: {m}")
+    assert moved > len(one) // 2, "the update did not move the weights: nothing was compared"
+
+
+def test_finetuning_starts_from_a_transformers_folder_with_the_recipe_masking(tmp_path):
+    from speechkit.models.wav2vec2 import Wav2Vec2Config, Wav2Vec2Model, Wav2Vec2Pretraining
+    from speechkit.pretrained import export_wav2vec2
+    from tests.helpers.scripts import load_script
+
+    finetune = load_script(RECIPE / "finetune.py", "wav2vec2_finetune_recipe", search_path=RECIPE)
+    sizes = dict(conv_channels=(16,) * 7, d_model=16, num_layers=1, num_heads=2, ffn_dim=16,
+                 pos_conv_kernel=4, pos_conv_groups=2, codebook_entries=4, codevector_dim=8, final_dim=8)
+    published = Wav2Vec2Pretraining(Wav2Vec2Config(**sizes, mask_prob=0.05))
+    export_wav2vec2(published, tmp_path / "hf")
+    recipe_config = Wav2Vec2Config(mask_prob=0.4, mask_length=5, mask_channel_prob=0.2, mask_channel_length=4)
+    encoder = finetune.build_encoder({"encoder": None, "huggingface_encoder": str(tmp_path / "hf"),
+                                      "save_folder": str(tmp_path / "save"), "config": recipe_config,
+                                      "pretrained_encoder": None})
+    assert isinstance(encoder, Wav2Vec2Model) and encoder.config.d_model == 16
+    assert (encoder.config.mask_prob, encoder.config.mask_channel_length) == (0.4, 4)
+    assert not any(p.requires_grad for p in encoder.feature_encoder.parameters())
+    for name, tensor in published.wav2vec2.state_dict().items():
+        assert torch.equal(encoder.state_dict()[name], tensor), name
