@@ -185,7 +185,8 @@ def test_shipped_model_folder_loads_from_a_url_without_trust(inference_yaml, fil
         tokenizer = SentencePieceTokenizer.train(["a bad cab", "dead beef", "a fed bee"] * 10,
                                                  tmp_path / "tok", vocab_size=12, model_type="char",
                                                  hard_vocab_limit=False)
-        (tmp_path / "weights" / files["tokenizer"]).write_bytes(pathlib.Path(tokenizer.model_path).read_bytes())
+        model_bytes = pathlib.Path(tokenizer.model_path).read_bytes()
+        (tmp_path / "weights" / files["tokenizer"]).write_bytes(model_bytes)
     (tmp_path / "weights" / "hyperparams.yaml").write_text(text)
     for path in (tmp_path / "weights").iterdir():
         file_server.files[f"/shipped/{path.name}"] = path.read_bytes()
