@@ -25,6 +25,8 @@ COMMANDS = {
     "fetch": ("speechkit.pretrained.cli_fetch", "Fetch pretrained files (local path, Hub or URL)."),
     "export": ("speechkit.pretrained.export", "Turn a recipe's best checkpoint into a model folder."),
     "transcribe": ("speechkit.pretrained.cli_transcribe", "Transcribe audio files with a pretrained model."),
+    "infer": ("speechkit.jobs.cli", "Run a model over a manifest as a sharded job that survives preemption "
+              "(--status, --merge)."),
     "evaluate": ("speechkit.pretrained.evaluate", "Score a pretrained model on a test manifest (WER), "
                  "sharded over torchrun/srun workers."),
 }
