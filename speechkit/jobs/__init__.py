@@ -13,14 +13,33 @@ Example:
 """
 from __future__ import annotations
 
-from speechkit.jobs.identity import ShardIdentity, resolve_shard
-from speechkit.jobs.ledger import Ledger, read_ledger
-from speechkit.jobs.merge import merge_job
-from speechkit.jobs.plan import plan_shards
-from speechkit.jobs.runner import JobConfig, ShardResult, batches_by_duration, run_job
-from speechkit.jobs.status import format_status, job_status
-from speechkit.jobs.tasks import TASKS, Task, make_task, register_task
+import importlib
 
-__all__ = ["JobConfig", "Ledger", "ShardIdentity", "ShardResult", "TASKS", "Task", "batches_by_duration",
-           "format_status", "job_status", "make_task", "merge_job", "plan_shards", "read_ledger",
-           "register_task", "resolve_shard", "run_job"]
+# name -> module, imported on first use: `speechkit infer --status` must not wait for torch to load.
+_LAZY = {
+    "JobConfig": "speechkit.jobs.runner",
+    "ShardResult": "speechkit.jobs.runner",
+    "run_job": "speechkit.jobs.runner",
+    "batches_by_duration": "speechkit.jobs.runner",
+    "ShardIdentity": "speechkit.jobs.identity",
+    "resolve_shard": "speechkit.jobs.identity",
+    "Ledger": "speechkit.jobs.ledger",
+    "read_ledger": "speechkit.jobs.ledger",
+    "merge_job": "speechkit.jobs.merge",
+    "plan_shards": "speechkit.jobs.plan",
+    "job_status": "speechkit.jobs.status",
+    "format_status": "speechkit.jobs.status",
+    "TASKS": "speechkit.jobs.tasks",
+    "Task": "speechkit.jobs.tasks",
+    "make_task": "speechkit.jobs.tasks",
+    "register_task": "speechkit.jobs.tasks",
+}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'speechkit.jobs' has no attribute {name!r}")
+
+
+__all__ = sorted(_LAZY)

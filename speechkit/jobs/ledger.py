@@ -183,12 +183,37 @@ class Ledger:
         os.fsync(self._handle.fileno())
 
 
-def _lock_shard(path: Path):
-    """An exclusive lock held while this process runs the shard (released by the kernel if it dies)."""
-    handle = open(path, "a+", encoding="utf-8")
+def shard_is_running(path: Union[str, os.PathLike]) -> Optional[bool]:
+    """Whether a process holds the shard's lock now (None when the file system cannot tell)."""
+    lock = Path(path).with_suffix(".lock")
     try:
-        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        with open(lock, "rb") as handle:
+            fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)  # held for microseconds; see _lock_shard
+    except FileNotFoundError:
+        return False
     except BlockingIOError:
+        return True
+    except OSError:
+        return None
+    return False
+
+
+def _lock_shard(path: Path, patience_s: float = 2.0):
+    """An exclusive lock held while this process runs the shard (released by the kernel if it dies).
+
+    It is retried for ``patience_s``: ``--status`` probes the lock for an instant and must not make a worker
+    that starts at that moment fail.
+    """
+    handle = open(path, "a+", encoding="utf-8")
+    deadline = time.monotonic() + patience_s
+    while True:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except BlockingIOError:
+            if time.monotonic() < deadline:
+                time.sleep(0.05)
+                continue
         handle.seek(0)
         holder = handle.read().strip() or "another process"
         handle.close()

@@ -18,10 +18,12 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import signal
 import sys
 from pathlib import Path
 from typing import NamedTuple, Optional
 
+from speechkit.distributed.signals import PreemptionHandler
 from speechkit.errors import EXIT_PREEMPTED, JobError, ManifestError
 from speechkit.jobs import plan as job_plan
 from speechkit.jobs.identity import ShardIdentity, resolve_shard
@@ -90,8 +92,6 @@ class ShardResult(NamedTuple):
 
 def run_job(config: JobConfig, environ=None) -> ShardResult:
     """Run this process's shard of the job (see the module docstring)."""
-    from speechkit.distributed.signals import PreemptionHandler
-
     folder = Path(config.output)
     task = make_task(config.task, config.task_options)
     identity = resolve_shard(config.shard, config.num_shards, environ,
@@ -106,7 +106,7 @@ def run_job(config: JobConfig, environ=None) -> ShardResult:
                     config.flush_seconds)
     preempted = False
     done_now = 0
-    with PreemptionHandler() as preemption:
+    with _JobPreemption() as preemption:
         try:
             run = ledger.open_run()
             broken = [i for i in mine if task.suffix and i in ledger.done
@@ -146,6 +146,15 @@ def run_job(config: JobConfig, environ=None) -> ShardResult:
     finished_marker(ledger.path).write_text(f"{len(mine)}\n")
     merged = _merge_if_last(folder, identity) if config.merge else None
     return ShardResult(identity, done_now, already, len(broken), False, merged)
+
+
+class _JobPreemption(PreemptionHandler):
+    """The engine's preemption signals (SIGTERM, SIGUSR1), with a message that says what a job does."""
+
+    def _on_signal(self, signum: int, frame) -> None:
+        self.received = signum
+        logger.warning("Received %s: finishing the batch in hand, flushing the ledger, then stopping",
+                       signal.Signals(signum).name)
 
 
 def batches_by_duration(ids: list, durations: dict, max_seconds: float,

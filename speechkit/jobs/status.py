@@ -1,7 +1,8 @@
 """The progress of a whole job, read from its folder while it runs (``speechkit infer --status OUT``).
 
-Every shard's ledger says which items it finished and when. A shard counts as *running* when it wrote in
-the last ``stale_after`` seconds and has not finished; its rate is the audio seconds (and items) it recorded
+Every shard's ledger says which items it finished and when. A shard counts as *running* while a process
+holds its lock (where the file system cannot tell, when it wrote in the last ``stale_after`` seconds and has
+not finished); its rate is the audio seconds (and items) it recorded
 in its current run divided by the time since that run started. The job's rate is the sum over running
 shards, and the ETA is the audio left divided by that rate (audio, not items, because items differ in
 length). Only what is flushed is seen: the picture lags the workers by at most their flush interval.
@@ -17,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Optional, Union
 
-from speechkit.jobs.ledger import finished_marker, ledger_path, read_ledger
+from speechkit.jobs.ledger import finished_marker, ledger_path, read_ledger, shard_is_running
 from speechkit.jobs.plan import load_job
 
 
@@ -44,7 +45,9 @@ def job_status(folder: Union[str, Path], now: Optional[float] = None, stale_afte
         last_run = contents.runs[-1] if contents.runs else None
         stamps = [contents.records[i]["t"] for i in done_ids]
         last_write = max(stamps + ([last_run["started"]] if last_run else []), default=None)
-        running = not finished and last_write is not None and now - last_write <= stale_after
+        running = shard_is_running(path)
+        if running is None:
+            running = not finished and last_write is not None and now - last_write <= stale_after
         if running and last_run is not None:
             current = [i for i in done_ids if contents.records[i].get("run") == last_run["run"]]
             elapsed = max(now - last_run["started"], 1e-6)

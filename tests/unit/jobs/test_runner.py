@@ -3,15 +3,17 @@ from __future__ import annotations
 
 import json
 import shutil
+import signal
 
 import pytest
 import soundfile
 
-from speechkit.errors import AudioError, JobError, ManifestError
+from speechkit.errors import EXIT_PREEMPTED, AudioError, JobError, ManifestError
 from speechkit.jobs import JobConfig, batches_by_duration, format_status, job_status, merge_job, run_job
 from speechkit.jobs.ledger import ledger_path, read_ledger
 from speechkit.metrics import ErrorRateStats
 from speechkit.pretrained.interfaces import Pretrained
+from tests.helpers.job_models import write_model
 
 
 def _config(job_files, out, **options) -> JobConfig:
@@ -176,3 +178,20 @@ def test_an_empty_shard_finishes_at_once(job_files, tmp_path):
         result = run_job(config, environ={})
     assert result.merged["items"] == 2
     shutil.rmtree(out)
+
+
+@pytest.mark.parametrize("signal_name", ["SIGTERM", "SIGUSR1"])
+def test_a_preemption_signal_finishes_the_batch_flushes_and_returns_the_preemption_code(job_files, tmp_path,
+                                                                                        signal_name):
+    _, manifest = job_files
+    model = write_model(tmp_path / "model", signal_at_batch=(signal_name, 3))
+    out = tmp_path / "out"
+    config = JobConfig(str(model), str(manifest), str(out), progress=False, max_batch_size=2,
+                       flush_every=1000)
+    handler = signal.getsignal(getattr(signal, signal_name))
+    result = run_job(config, environ={})
+    assert result.preempted and result.exit_code == EXIT_PREEMPTED == 75
+    assert result.done_now == 6 and len(read_ledger(ledger_path(out, 0, 1)).records) == 6  # 3 whole batches
+    assert signal.getsignal(getattr(signal, signal_name)) == handler  # put back
+    result = run_job(config, environ={})  # the model signals again at its 3rd batch of the rerun
+    assert (result.already_done, result.done_now, result.exit_code) == (6, 6, 75)
