@@ -2,7 +2,8 @@
 
 Rows, one JSON object a line:
 
-- ``{"run": 2, "started": 1700000000.0, "host": "gpu07", "pid": 1234}``: a run of the shard begins;
+- ``{"run": 2, "started": 1700000000.0, "host": "gpu07", "pid": 1234, "source": "slurm-array"}``: a run of
+  the shard begins (``source``: where the shard identity came from);
 - ``{"id": "utt1", "run": 2, "t": 1700000012.5, ...}``: an item is done; the rest is the task's record (a
   hypothesis, or the output file's name, size and checksum);
 - ``{"redo": "utt1", "run": 3}``: the item's output was found missing or corrupt; it is being done again.
@@ -116,8 +117,9 @@ class Ledger:
         self._handle = None
         self._lock = None
 
-    def open_run(self) -> int:
+    def open_run(self, **info) -> int:
         """Lock the shard, read what is done, cut a torn last line, and start a new run; returns its number.
+        ``info`` (JSON-able) is kept in the run's row, e.g. where the shard identity came from.
 
         Raises:
             JobError: another process is running this shard now (its host and pid are named).
@@ -133,7 +135,7 @@ class Ledger:
         self.run = max((int(row["run"]) for row in contents.runs), default=0) + 1
         self._handle = open(self.path, "a", encoding="utf-8")
         self._append([{"run": self.run, "started": time.time(), "host": socket.gethostname(),
-                       "pid": os.getpid()}])
+                       "pid": os.getpid(), **info}])
         return self.run
 
     def redo(self, item_ids: list) -> None:

@@ -108,7 +108,7 @@ def run_job(config: JobConfig, environ=None) -> ShardResult:
     done_now = 0
     with _JobPreemption() as preemption:
         try:
-            run = ledger.open_run()
+            run = ledger.open_run(source=identity.source)
             broken = [i for i in mine if task.suffix and i in ledger.done
                       and not output_is_intact(folder, ledger.done[i], config.verify)]
             ledger.redo(broken)
