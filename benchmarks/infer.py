@@ -1,4 +1,4 @@
-"""Batch jobs (`speechkit infer`): throughput with 1 and N workers, and what the ledger and atomic writes cost.
+"""Batch jobs (`speechkit infer`): throughput with 1 and N workers; what the ledger and atomic writes cost.
 
 Prints two tables, on a generated corpus (noise WAVs of 1-8 s) and a randomly initialised speechkit ASR model
 folder (Fbank, Transformer encoder, CTC head):
@@ -131,17 +131,18 @@ def job_loop(model_folder: Path, manifest: Path, out: Path, task: str, max_batch
     return time.perf_counter() - started
 
 
-def run_workers(workers: int, model_folder: Path, manifest: Path, out: Path, max_batch_seconds: float) -> float:
+def run_workers(workers: int, model_folder: Path, manifest: Path, out: Path,
+                max_batch_seconds: float) -> float:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "TORCHELASTIC_"))
            and k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
     env.update(OMP_NUM_THREADS="1", CUDA_VISIBLE_DEVICES="",
                PYTHONPATH=os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p))
     started = time.perf_counter()
-    procs = [subprocess.Popen([sys.executable, "-m", "speechkit", "infer", str(model_folder), str(manifest),
-                               "--output", str(out), "--shard", str(k), "--num-shards", str(workers),
-                               "--no-progress", "--max-batch-seconds", str(max_batch_seconds), "--device", "cpu"],
-                              env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-             for k in range(workers)]
+    command = [sys.executable, "-m", "speechkit", "infer", str(model_folder), str(manifest),
+               "--output", str(out), "--num-shards", str(workers), "--no-progress",
+               "--max-batch-seconds", str(max_batch_seconds), "--device", "cpu"]
+    procs = [subprocess.Popen(command + ["--shard", str(k)], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True) for k in range(workers)]
     outputs = [proc.communicate()[0] for proc in procs]
     elapsed = time.perf_counter() - started
     for proc, output in zip(procs, outputs):
@@ -168,8 +169,9 @@ def main(argv=None) -> dict:
         model = make_model(scratch / "model", args.d_model, args.layers)
         manifest = make_corpus(scratch / "data", args.items)
         audio = sum(row["duration"] for row in json.loads(manifest.read_text()).values())
-        print(f"{args.items} items, {audio:.0f} s of audio, Transformer d_model {args.d_model} x {args.layers} "
-              f"layers, {args.max_batch_seconds:g} padded s a batch, torch threads {args.threads}\n")
+        print(f"{args.items} items, {audio:.0f} s of audio, Transformer d_model {args.d_model} x "
+              f"{args.layers} layers, {args.max_batch_seconds:g} padded s a batch, "
+              f"torch threads {args.threads}\n")
         results = {"overhead": {}, "workers": {}}
         plain_loop(model, manifest, scratch / "warm-up", "transcribe", args.max_batch_seconds)  # file cache
         print("| task | plain loop | job (ledger + atomic writes + merge) | overhead |")
