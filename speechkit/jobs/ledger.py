@@ -9,8 +9,11 @@ Rows, one JSON object a line:
 - ``{"redo": "utt1", "run": 3}``: the item's output was found missing or corrupt; it is being done again.
 
 Finished items are buffered and appended every ``flush_every`` items or ``flush_seconds`` seconds (and on
-preemption and at the end) with one write and an fsync, so a job of millions of items does not pay a disk sync
-per item. An item finished after the last flush is done again on a rerun; one flushed never is. A process
+preemption and at the end) with one write, so a job of millions of items does not pay a system call per item.
+An item finished after the last flush is done again on a rerun; one flushed never is: a killed process's
+writes are in the kernel's cache and survive it. The file is synced to disk only when a run ends (done,
+preempted or failed): a crash of the whole machine may lose the lines written since, and those items are
+simply done again, as are outputs the crash lost (a rerun checks every recorded output's size). A process
 killed during a write leaves at most one torn last line, which readers ignore and the next run cuts off.
 
 Example:
@@ -155,16 +158,17 @@ class Ledger:
             self.flush()
 
     def flush(self) -> None:
-        """Append every pending row with one write, then fsync."""
+        """Append every pending row with one write."""
         if self._pending:
             self._append(self._pending)
             self._pending = []
         self._last_flush = time.monotonic()
 
     def close(self) -> None:
-        """Flush, close the file and release the shard."""
+        """Flush, sync to disk, close the file and release the shard."""
         if self._handle is not None:
             self.flush()
+            os.fsync(self._handle.fileno())
             self._handle.close()
             self._handle = None
         if self._lock is not None:
@@ -181,8 +185,7 @@ class Ledger:
         if self._handle is None:
             raise JobError(f"{self.path}: the ledger is not open (call open_run first)")
         self._handle.write("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
-        self._handle.flush()
-        os.fsync(self._handle.fileno())
+        self._handle.flush()  # to the kernel: it survives this process, whatever kills it
 
 
 def shard_is_running(path: Union[str, os.PathLike]) -> Optional[bool]:

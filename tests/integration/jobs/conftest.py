@@ -41,50 +41,54 @@ def item_rows(ledger: Path) -> list:
 
 
 class Job:
-    """Started processes of one test, with their output; every one is killed at the end of the test."""
+    """Started processes of one test, each writing its output to a log file (so that a test can watch it);
+    every one is killed at the end of the test."""
 
-    def __init__(self):
+    def __init__(self, folder: Path):
+        self.folder = folder
         self.procs: list = []
+        self.logs: dict = {}
 
     def start(self, command: list, env: dict, new_group: bool = False) -> subprocess.Popen:
-        proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                start_new_session=new_group)
+        log = self.folder / f"process-{len(self.procs)}.log"
+        with open(log, "w") as handle:
+            proc = subprocess.Popen(command, env=env, stdout=handle, stderr=subprocess.STDOUT, text=True,
+                                    start_new_session=new_group)
         self.procs.append(proc)
+        self.logs[proc.pid] = log
         return proc
+
+    def output(self, proc: subprocess.Popen) -> str:
+        return self.logs[proc.pid].read_text()
 
     def wait(self, proc: subprocess.Popen, timeout: float = 240.0) -> tuple:
         try:
-            output, _ = proc.communicate(timeout=timeout)
+            proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
-            proc.kill()
-            output, _ = proc.communicate()
-            pytest.fail(f"still running after {timeout} s; output:\n{output}")
-        return proc.returncode, output
+            self.kill_all()
+            pytest.fail(f"still running after {timeout} s; output:\n{self.output(proc)}")
+        return proc.returncode, self.output(proc)
 
-    def wait_for_rows(self, ledger: Path, count: int, procs: list, timeout: float = 180.0) -> None:
-        """Wait until ``ledger`` holds ``count`` flushed items; fail with the output if a process ends."""
+    def _until(self, done, what: str, procs: list, timeout: float) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if len(item_rows(ledger)) >= count:
+            if done():
                 return
             for proc in procs:
                 if proc.poll() is not None:
-                    pytest.fail(f"a worker ended before {count} items of {ledger.name} were flushed:\n"
-                                + self.wait(proc)[1])
+                    pytest.fail(f"a worker ended before {what}:\n" + self.output(proc))
             time.sleep(0.05)
-        pytest.fail(f"{ledger} did not reach {count} items in {timeout} s")
+        pytest.fail(f"not {what} after {timeout} s:\n" + "\n".join(self.output(p) for p in procs))
 
     def wait_for_files(self, pattern: str, folder: Path, count: int, procs: list, timeout: float = 180.0):
         """Wait until ``count`` files match ``pattern`` in ``folder``; fail with the output if one ends."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if len(list(folder.glob(pattern))) >= count:
-                return
-            for proc in procs:
-                if proc.poll() is not None:
-                    pytest.fail(f"a worker ended before {count} files {pattern}:\n" + self.wait(proc)[1])
-            time.sleep(0.05)
-        pytest.fail(f"no {count} files {pattern} in {folder} after {timeout} s")
+        self._until(lambda: len(list(folder.glob(pattern))) >= count, f"{count} files {pattern}", procs,
+                    timeout)
+
+    def wait_for_output(self, text: str, count: int, procs: list, timeout: float = 120.0) -> None:
+        """Wait until the processes' output holds ``text`` ``count`` times."""
+        self._until(lambda: sum(self.output(p).count(text) for p in procs) >= count,
+                    f"{count} x {text!r} in the output", procs, timeout)
 
     def kill_all(self) -> None:
         for proc in self.procs:
@@ -93,12 +97,12 @@ class Job:
                     os.killpg(proc.pid, signal.SIGKILL)
                 else:
                     proc.kill()
-                proc.communicate()
+                proc.wait()
 
 
 @pytest.fixture
-def job():
-    started = Job()
+def job(tmp_path):
+    started = Job(tmp_path)
     yield started
     started.kill_all()
 

@@ -66,6 +66,7 @@ def test_sigkill_of_one_worker_and_sigusr1_of_the_other_then_rerun(job_files, he
     workers[1].send_signal(signal.SIGKILL)
     assert job.wait(workers[1])[0] == -signal.SIGKILL
     workers[0].send_signal(signal.SIGUSR1)  # SLURM's warning before a time limit
+    job.wait_for_output("Received SIGUSR1", 1, workers[:1])
     hold.unlink()
     code, output = job.wait(workers[0])
     assert code == EXIT_PREEMPTED and "preempted after 8 items" in output, output
@@ -102,6 +103,7 @@ def test_sigterm_of_the_group_flushes_exits_75_and_reruns(job_files, held_model,
     job.wait_for_files("hold.*", hold.parent, 2, [group])  # both workers wait in their 4th batch
     assert [len(item_rows(ledger_path(out, k, 2))) for k in (0, 1)] == [5, 5]
     os.killpg(group.pid, signal.SIGTERM)  # torchrun forwards it to its workers (each in its own session)
+    job.wait_for_output("Received SIGTERM: finishing the batch", 2, [group])
     hold.unlink()
     code, output = job.wait(group)
     assert code != 0 and output.count("preempted after 8 items") == 2, output

@@ -103,7 +103,9 @@ def test_preempted_array_requeues_and_finishes(job_files, held_model, slurm_env,
         assert time.monotonic() < deadline, _logs(tmp_path)
         time.sleep(0.2)
     subprocess.run(["scancel", "--signal=USR1", array], env=slurm_env, check=True)
-    time.sleep(3)  # the signal reaches the tasks within about 2 s
+    while _logs(tmp_path).count("Received SIGUSR1") < 2:  # it reaches the tasks within a few seconds
+        assert time.monotonic() < deadline, _logs(tmp_path)
+        time.sleep(0.2)
     hold.unlink()
     assert _wait(merge, slurm_env, timeout=400) == "COMPLETED", _logs(tmp_path)
     logs = _logs(tmp_path)
