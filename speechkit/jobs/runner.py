@@ -124,19 +124,12 @@ def run_job(config: JobConfig, environ=None) -> ShardResult:
                 if preemption.local_request():
                     preempted = True
                     break
-                inputs = [task.load(model, item_id, data[item_id]) for item_id in batch]
-                for item_id, result in zip(batch, task.run(model, inputs)):
-                    record = task.record(result)
-                    if task.suffix:
-                        name = output_name(item_id, task.suffix)
-                        info = write_atomic(folder / name, lambda path, r=result: task.write(path, r))
-                        record = {**record, "output": name, **info}
-                    ledger.record(item_id, record)
+                results = task.run(model, [task.load(model, item_id, data[item_id]) for item_id in batch])
+                for item_id, result in zip(batch, results):
+                    ledger.record(item_id, _write_output(task, folder, item_id, result))
                 done_now += len(batch)
                 progress.update(len(batch))
-            progress.close()
-            if not preempted and preemption.local_request():
-                preempted = True
+            progress.close()  # a signal after the last batch changes nothing: the shard is done
         finally:
             ledger.close()  # flushes: what was written is never lost, even on an error
     if preempted:
@@ -146,6 +139,16 @@ def run_job(config: JobConfig, environ=None) -> ShardResult:
     finished_marker(ledger.path).write_text(f"{len(mine)}\n")
     merged = _merge_if_last(folder, identity) if config.merge else None
     return ShardResult(identity, done_now, already, len(broken), False, merged)
+
+
+def _write_output(task, folder: Path, item_id: str, result) -> dict:
+    """Write the item's output file, if the task makes one; returns the item's ledger record."""
+    record = task.record(result)
+    if task.suffix:
+        name = output_name(item_id, task.suffix)
+        info = write_atomic(folder / name, lambda path: task.write(path, result))
+        record = {**record, "output": name, **info}
+    return record
 
 
 class _JobPreemption(PreemptionHandler):
