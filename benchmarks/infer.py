@@ -6,7 +6,8 @@ folder (Fbank, Transformer encoder, CTC head):
 1. overhead: the same batches through a plain loop (load, run the interface, keep the texts or ``np.save``
    each output, write the transcripts once) against a one-shard job (plan, shard lock, ledger flushed every
    100 items, atomic renamed outputs with their checksum, merge), in this process, for ``transcribe`` and
-   ``encode``; the fastest of ``--repeats`` runs of each, interleaved;
+   ``encode``; the fastest of ``--repeats`` runs of each, interleaved, in wall time and in this process's CPU
+   time (which other processes on a shared machine disturb much less);
 2. workers: wall time, items/s and audio-seconds/s of ``speechkit infer`` with 1 and N processes (one thread
    each, ``--shard K --num-shards N``) over the same manifest, from start to merged results.
 
@@ -94,14 +95,20 @@ def make_corpus(folder: Path, items: int, seed: int = 0) -> Path:
     return path
 
 
-def plain_loop(model_folder: Path, manifest: Path, out: Path, task: str, max_batch_seconds: float) -> float:
-    """What one would write by hand: the same batches, no ledger, outputs saved directly; seconds taken."""
+def timed(function, *args) -> tuple:
+    """``(wall seconds, CPU seconds of this process)`` of ``function(*args)``."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    function(*args)
+    return time.perf_counter() - wall, time.process_time() - cpu
+
+
+def plain_loop(model_folder: Path, manifest: Path, out: Path, task: str, max_batch_seconds: float) -> None:
+    """What one would write by hand: the same batches, no ledger, outputs saved directly."""
     from speechkit.data.manifest import load_manifest
     from speechkit.jobs.runner import batches_by_duration
     from speechkit.jobs.tasks import make_task
     from speechkit.pretrained.interfaces import Pretrained
 
-    started = time.perf_counter()
     rows = load_manifest(manifest)
     model = Pretrained.from_hparams(str(model_folder))
     adapter = make_task(task)
@@ -117,18 +124,15 @@ def plain_loop(model_folder: Path, manifest: Path, out: Path, task: str, max_bat
                 texts[item_id] = result
     if texts:
         (out / "transcripts.txt").write_text("".join(f"{i}\t{texts[i]}\n" for i in sorted(texts)))
-    return time.perf_counter() - started
 
 
-def job_loop(model_folder: Path, manifest: Path, out: Path, task: str, max_batch_seconds: float) -> float:
+def job_loop(model_folder: Path, manifest: Path, out: Path, task: str, max_batch_seconds: float) -> None:
     from speechkit.jobs import JobConfig, run_job
 
-    started = time.perf_counter()
     config = JobConfig(str(model_folder), str(manifest), str(out), task=task, progress=False,
                        max_batch_seconds=max_batch_seconds, flush_every=100)
     result = run_job(config, environ={})
     assert result.merged is not None
-    return time.perf_counter() - started
 
 
 def run_workers(workers: int, model_folder: Path, manifest: Path, out: Path,
@@ -174,18 +178,22 @@ def main(argv=None) -> dict:
               f"torch threads {args.threads}\n")
         results = {"overhead": {}, "workers": {}}
         plain_loop(model, manifest, scratch / "warm-up", "transcribe", args.max_batch_seconds)  # file cache
-        print("| task | plain loop | job (ledger + atomic writes + merge) | overhead |")
+        print("| task | plain loop: wall, CPU | job (ledger + atomic writes + merge): wall, CPU | overhead: "
+              "wall, CPU |")
         print("| --- | --- | --- | --- |")
         for task in ("transcribe", "encode"):
             times: dict = {"plain": [], "job": []}
             for repeat in range(args.repeats):
                 for name, function in (("plain", plain_loop), ("job", job_loop)):
                     out = scratch / f"{task}-{name}-{repeat}"
-                    times[name].append(function(model, manifest, out, task, args.max_batch_seconds))
+                    times[name].append(timed(function, model, manifest, out, task, args.max_batch_seconds))
                     shutil.rmtree(out)
-            plain, job = min(times["plain"]), min(times["job"])
-            results["overhead"][task] = {"plain_s": plain, "job_s": job, "overhead": job / plain - 1}
-            print(f"| {task} | {plain:.2f} s | {job:.2f} s | {100 * (job / plain - 1):+.1f}% |")
+            plain = [min(t[k] for t in times["plain"]) for k in (0, 1)]
+            job = [min(t[k] for t in times["job"]) for k in (0, 1)]
+            overhead = [job[k] / plain[k] - 1 for k in (0, 1)]
+            results["overhead"][task] = {"plain_s": plain, "job_s": job, "overhead": overhead}
+            print(f"| {task} | {plain[0]:.2f} s, {plain[1]:.2f} s | {job[0]:.2f} s, {job[1]:.2f} s | "
+                  f"{100 * overhead[0]:+.1f}%, {100 * overhead[1]:+.1f}% |")
         if args.workers > 1:
             print("\n| workers | wall | items/s | audio-s/s | speed-up |")
             print("| --- | --- | --- | --- | --- |")
