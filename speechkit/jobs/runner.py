@@ -1,7 +1,8 @@
 """Run one shard of a job: skip what is done, batch the rest by duration, write outputs, keep the ledger.
 
 Every process of a job runs :func:`run_job` with the same configuration; each finds its own shard (see
-:mod:`speechkit.jobs.identity`), computes the same plan, and works alone. On SIGTERM or SIGUSR1 (SLURM's
+:mod:`speechkit.jobs.identity`), computes the same plan, and works alone. The next batch's audio is read in a
+thread while the model runs the current one. On SIGTERM or SIGUSR1 (SLURM's
 warning before a time limit or a preemption; torchrun forwards SIGTERM) the shard finishes the batch in hand,
 flushes its ledger and returns ``EXIT_PREEMPTED``: rerunning the same command continues where it stopped. The
 last shard to finish merges the job (see :mod:`speechkit.jobs.merge`).
@@ -20,6 +21,7 @@ import logging
 import os
 import signal
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import NamedTuple, Optional
 
@@ -120,12 +122,14 @@ def run_job(config: JobConfig, environ=None) -> ShardResult:
             batches = batches_by_duration(todo, durations, config.max_batch_seconds, config.max_batch_size)
             model = _load_model(config, task, identity) if todo else None
             progress = _progress_bar(config.progress, len(mine), already, where)
-            for batch in batches:
+            def load(ids: list) -> list:
+                return [task.load(model, item_id, data[item_id]) for item_id in ids]
+
+            for batch, inputs in _prefetched(batches, load):
                 if preemption.local_request():
                     preempted = True
                     break
-                results = task.run(model, [task.load(model, item_id, data[item_id]) for item_id in batch])
-                for item_id, result in zip(batch, results):
+                for item_id, result in zip(batch, task.run(model, inputs.result())):
                     ledger.record(item_id, _write_output(task, folder, item_id, result))
                 done_now += len(batch)
                 progress.update(len(batch))
@@ -139,6 +143,23 @@ def run_job(config: JobConfig, environ=None) -> ShardResult:
     finished_marker(ledger.path).write_text(f"{len(mine)}\n")
     merged = _merge_if_last(folder, identity) if config.merge else None
     return ShardResult(identity, done_now, already, len(broken), False, merged)
+
+
+def _prefetched(batches: list, load):
+    """Yield ``(batch, future of load(batch))``, the next batch's load already running in a thread while the
+    caller works on this one (reading and decoding audio overlaps the model). A load's error is raised by
+    ``future.result()``, once every batch before it is done."""
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="speechkit-load") as loader:
+        upcoming = loader.submit(load, batches[0]) if batches else None
+        for index, batch in enumerate(batches):
+            current = upcoming
+            upcoming = loader.submit(load, batches[index + 1]) if index + 1 < len(batches) else None
+            try:
+                yield batch, current
+            except GeneratorExit:
+                if upcoming is not None:
+                    upcoming.cancel()
+                raise
 
 
 def _write_output(task, folder: Path, item_id: str, result) -> dict:
