@@ -115,9 +115,10 @@ def start_or_join(folder: Union[str, os.PathLike], spec: dict, shards: list, dur
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     spec = {"format": FORMAT, **spec}
-    write_new_json(folder / PLAN_FILE, {"format": FORMAT, "fingerprint": spec["fingerprint"],
-                                        "shards": shards, "durations": dict(durations),
-                                        "fields": dict(fields)})
+    if not (folder / PLAN_FILE).exists():  # a thousand array tasks need not each write a large temporary
+        write_new_json(folder / PLAN_FILE, {"format": FORMAT, "fingerprint": spec["fingerprint"],
+                                            "shards": shards, "durations": dict(durations),
+                                            "fields": dict(fields)})
     if write_new_json(folder / JOB_FILE, spec):
         return
     recorded = read_json(folder / JOB_FILE, "job record")
