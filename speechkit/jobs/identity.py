@@ -60,6 +60,9 @@ def resolve_shard(shard: Optional[int] = None, num_shards: Optional[int] = None,
         return _checked(identity, source)
     if count is None:
         count = world
+    elif world == 1 and count > 1:
+        raise JobError(f"the job has {count} shards and this is one process: pass --shard K "
+                       f"(0 <= K < {count}) to run one of them, or start {count} processes")
     elif world > 1 and count != world:
         raise JobError(f"{world} processes were started ({launcher}), but the job has {count} shards; start "
                        f"{count} processes, or pass --shard/--num-shards")

@@ -94,6 +94,7 @@ def test_shard_identity_sources(environ, flags, expected):
      r"SLURM_ARRAY_TASK_ID=12 gives shard 12, outside"),
     ({"SLURM_ARRAY_TASK_ID": "x"}, {}, "SLURM_ARRAY_TASK_ID='x' is not an integer"),
     (TORCHRUN, {"recorded_num_shards": 3}, "2 processes were started"),
+    ({}, {"recorded_num_shards": 3}, "the job has 3 shards and this is one process: pass --shard K"),
     ({"RANK": "0", "WORLD_SIZE": "2"}, {}, "cannot tell which shard"),
 ])
 def test_shard_identity_errors_name_the_source(environ, flags, message):
