@@ -27,6 +27,8 @@ COMMANDS = {
     "transcribe": ("speechkit.pretrained.cli_transcribe", "Transcribe audio files with a pretrained model."),
     "separate": ("speechkit.pretrained.cli_separate", "Split recordings into one file per talker."),
     "mixtures": ("speechkit.data.mixtures_cli", "Write speech mixtures (mix/, s1/, s2/) from a manifest."),
+    "infer": ("speechkit.jobs.cli", "Run a model over a manifest as a sharded job that survives preemption "
+              "(--status, --merge)."),
     "evaluate": ("speechkit.pretrained.evaluate", "Score a pretrained model on a test manifest (WER), "
                  "sharded over torchrun/srun workers."),
 }

@@ -54,6 +54,11 @@ class UnsafeSourceError(SpeechkitError):
     """A file from a non-local source asked to build an object outside the allowlist."""
 
 
+class JobError(SpeechkitError):
+    """A batch job over a manifest cannot run, resume or merge: a folder started with other settings, a shard
+    run twice at once, or an item missing or done twice at merge."""
+
+
 class PreemptedError(SpeechkitError):
     """Training stopped on a preemption signal after saving a checkpoint (see ``EXIT_PREEMPTED``)."""
 

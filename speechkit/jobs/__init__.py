@@ -1,0 +1,45 @@
+"""Sharded batch jobs over a manifest: run a model folder's interface on every item, survive preemption.
+
+A job is a folder: the shard plan (``job.json``, ``plan.json``), one ledger of finished items per shard, one
+output file per item (for tasks that make files), and the merged results. See docs/jobs.md.
+
+Example:
+    >>> from speechkit.jobs import JobConfig, run_job, job_status, merge_job
+    >>> config = JobConfig("models/asr", "archive.json", "out/archive", shard=0, num_shards=8)
+    >>> run_job(config).exit_code                                                 # doctest: +SKIP
+    0
+    >>> job_status("out/archive")["done"]                                         # doctest: +SKIP
+    12000
+"""
+from __future__ import annotations
+
+import importlib
+
+# name -> module, imported on first use: `speechkit infer --status` must not wait for torch to load.
+_LAZY = {
+    "JobConfig": "speechkit.jobs.runner",
+    "ShardResult": "speechkit.jobs.runner",
+    "run_job": "speechkit.jobs.runner",
+    "batches_by_duration": "speechkit.jobs.runner",
+    "ShardIdentity": "speechkit.jobs.identity",
+    "resolve_shard": "speechkit.jobs.identity",
+    "Ledger": "speechkit.jobs.ledger",
+    "read_ledger": "speechkit.jobs.ledger",
+    "merge_job": "speechkit.jobs.merge",
+    "plan_shards": "speechkit.jobs.plan",
+    "job_status": "speechkit.jobs.status",
+    "format_status": "speechkit.jobs.status",
+    "TASKS": "speechkit.jobs.tasks",
+    "Task": "speechkit.jobs.tasks",
+    "make_task": "speechkit.jobs.tasks",
+    "register_task": "speechkit.jobs.tasks",
+}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'speechkit.jobs' has no attribute {name!r}")
+
+
+__all__ = sorted(_LAZY)

@@ -1,0 +1,104 @@
+"""``speechkit infer``: run a model over a manifest as a sharded, resumable job; ``--status``; ``--merge``.
+
+Examples::
+
+    speechkit infer models/asr archive.json --output out/archive                     # one process
+    speechkit infer models/asr archive.json --output out/archive --shard 3 --num-shards 8
+    torchrun --nproc_per_node=4 -m speechkit infer models/asr archive.json --output out/archive
+    sbatch --array=0-63%16 tools/slurm/infer_array.sbatch models/asr archive.json out/archive
+    speechkit infer --status out/archive
+    speechkit infer --merge out/archive
+
+Exit codes: 0 when the shard is done, 75 when it stopped on SIGTERM/SIGUSR1 (rerun the same command), 1 on
+an error (named on stderr).
+"""
+from __future__ import annotations
+
+import argparse
+import inspect
+import json
+import logging
+
+from speechkit.cli import name_value
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("source", nargs="?", help="Model folder: local path, Hub repo id or http(s) URL.")
+    parser.add_argument("manifest", nargs="?", help="Manifest (JSON, JSON Lines or CSV) with 'duration' and "
+                        "the audio field.")
+    parser.add_argument("--output", "-o", help="The job folder (plan, ledgers, outputs, results).")
+    parser.add_argument("--status", metavar="OUT", help="Print the progress of the job in OUT and exit.")
+    parser.add_argument("--merge", metavar="OUT", help="Check that every item of the job in OUT is done "
+                        "exactly once, write the results, and exit.")
+    parser.add_argument("--task", default="transcribe", help="What to run: transcribe (default) or encode.")
+    parser.add_argument("--shard", type=int, default=None, help="This process's shard (default: from "
+                        "torchrun, srun or a SLURM array).")
+    parser.add_argument("--num-shards", type=int, default=None, help="Number of shards (with --shard, or to "
+                        "override the launcher's count).")
+    parser.add_argument("--max-batch-seconds", type=float, default=60.0,
+                        help="Padded audio seconds per batch (items x longest item; default 60).")
+    parser.add_argument("--max-batch-size", type=int, default=None, help="At most this many items a batch.")
+    parser.add_argument("--flush-every", type=int, default=100, help="Append the ledger every N items...")
+    parser.add_argument("--flush-seconds", type=float, default=30.0, help="...or every S seconds.")
+    parser.add_argument("--audio-field", default="wav", help="Manifest field of the input audio.")
+    parser.add_argument("--text-field", default="words", help="Manifest field of the reference text "
+                        "(transcribe: the merge reports a WER when every item has one).")
+    parser.add_argument("--replacement", action="append", default=[], type=name_value, metavar="NAME=VALUE",
+                        help="Replace $NAME in manifest paths (e.g. data_root=/corpora/x).")
+    parser.add_argument("--device", default=None, help="cpu, cuda:N (default: the GPU of the local rank).")
+    parser.add_argument("--verify", action="store_true", help="Check finished outputs' checksums, not only "
+                        "their sizes (slower).")
+    parser.add_argument("--no-merge", action="store_true", help="Do not merge when the last shard finishes.")
+    parser.add_argument("--no-progress", action="store_true", help="No progress bar.")
+    parser.add_argument("--json", action="store_true", help="--status/--merge: print JSON.")
+    parser.add_argument("--savedir", default=None, help="Where the model's files appear.")
+    parser.add_argument("--revision", default=None, help="Hub branch, tag or commit.")
+    parser.add_argument("--offline", action="store_true", help="Serve the model from the cache only.")
+    parser.add_argument("--trust-remote-code", action="store_true",
+                        help="Let a remote hyperparams.yaml build objects outside speechkit and torch.")
+
+
+def run(args: argparse.Namespace) -> int:
+    from speechkit.errors import JobError
+
+    if args.status:
+        from speechkit.jobs.status import format_status, job_status
+
+        status = job_status(args.status)
+        print(json.dumps(status, indent=1) if args.json else format_status(status))
+        return 0
+    if args.merge:
+        from speechkit.jobs.merge import merge_job
+
+        summary = merge_job(args.merge, verify=args.verify)
+        print(json.dumps(summary, sort_keys=True) if args.json else _describe(summary))
+        return 0
+    if not (args.source and args.manifest and args.output):
+        raise JobError("give a model folder, a manifest and --output OUT (or --status OUT / --merge OUT)")
+    from speechkit.jobs.runner import JobConfig, run_job
+    from speechkit.jobs.tasks import TASKS
+
+    accepted = inspect.signature(TASKS[args.task]).parameters if args.task in TASKS else {}
+    options = {name: value for name, value in (("audio_field", args.audio_field),
+                                               ("text_field", args.text_field)) if name in accepted}
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s: %(message)s")
+    config = JobConfig(args.source, args.manifest, args.output, task=args.task, task_options=options,
+                       shard=args.shard, num_shards=args.num_shards, max_batch_seconds=args.max_batch_seconds,
+                       max_batch_size=args.max_batch_size, flush_every=args.flush_every,
+                       flush_seconds=args.flush_seconds, device=args.device,
+                       replacements=dict(args.replacement),
+                       verify=args.verify, progress=not args.no_progress, merge=not args.no_merge,
+                       savedir=args.savedir, revision=args.revision, offline=args.offline,
+                       trust_remote_code=args.trust_remote_code)
+    result = run_job(config)
+    if result.merged is not None:
+        print(_describe(result.merged), flush=True)
+    return result.exit_code
+
+
+def _describe(summary: dict) -> str:
+    text = f"merged {summary['items']} items ({summary['task']}, {summary['shards']} shards)"
+    if "WER" in summary:
+        text += (f": WER {summary['WER']:.2f}% ({summary['num_edits']} edits / "
+                 f"{summary['num_scored_tokens']} words)")
+    return text

@@ -1,0 +1,145 @@
+"""The shard plan of a job, and the job folder's record of how the job was started.
+
+The plan is a pure function of the manifest's ids and durations and of the number of shards: items are taken
+longest first (ties by id) and each goes to the shard with the least audio so far (ties: the lowest shard), so
+every shard gets about the same number of audio seconds and every process computes the same plan on its own,
+without talking to the others. Each shard's ids are kept sorted by id.
+
+The job folder holds ``job.json`` (task, model, manifest fingerprint, number of shards, task options) and
+``plan.json`` (every shard's ids and every item's duration). The first process to start the job writes
+them; every later process (another shard, a rerun, ``--status``, ``--merge``) checks that it is running the
+same job.
+
+Example:
+    >>> plan_shards({"a": 3.0, "b": 1.0, "c": 1.0, "d": 1.0}, num_shards=2)
+    [['a'], ['b', 'c', 'd']]
+"""
+from __future__ import annotations
+
+import hashlib
+import heapq
+import json
+import math
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Union
+
+from speechkit.errors import JobError
+
+JOB_FILE = "job.json"
+PLAN_FILE = "plan.json"
+FORMAT = 1
+#: job.json keys that must agree between a running job and a process joining it.
+IDENTITY_KEYS = ("task", "source", "fingerprint", "num_shards", "task_options")
+
+
+def plan_shards(durations: Mapping[str, float], num_shards: int) -> list:
+    """Deal items to ``num_shards`` shards balanced by total duration (see the module docstring).
+
+    Args:
+        durations: item id -> duration in seconds.
+        num_shards: at least 1.
+
+    Returns:
+        ``num_shards`` lists of ids, each sorted by id; together they hold every id exactly once.
+    """
+    if isinstance(num_shards, bool) or not isinstance(num_shards, int) or num_shards < 1:
+        raise JobError(f"the number of shards must be a positive integer, got {num_shards!r}")
+    shards: list = [[] for _ in range(num_shards)]
+    loads = [(0.0, index) for index in range(num_shards)]  # (seconds so far, shard): a min-heap
+    for item_id in sorted(durations, key=lambda i: (-float(durations[i]), i)):
+        seconds, index = heapq.heappop(loads)
+        shards[index].append(item_id)
+        heapq.heappush(loads, (seconds + float(durations[item_id]), index))
+    return [sorted(shard) for shard in shards]
+
+
+def fingerprint(durations: Mapping[str, float]) -> str:
+    """A digest of the manifest's ids and durations: a rerun on another manifest is refused, not mixed in."""
+    digest = hashlib.sha256()
+    for item_id in sorted(durations):
+        digest.update(json.dumps([item_id, round(float(durations[item_id]), 6)]).encode())
+    return digest.hexdigest()[:32]
+
+
+def check_durations(durations: Mapping[str, Any], where: str) -> dict:
+    """Every duration a finite number >= 0; returns ``{id: float}``."""
+    checked = {}
+    for item_id, value in durations.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+                or value < 0:
+            raise JobError(f"{where}: item '{item_id}' has duration {value!r}; a number of seconds >= 0 is "
+                           "needed to balance the shards")
+        checked[str(item_id)] = float(value)
+    return checked
+
+
+def write_new_json(path: Path, content: dict) -> bool:
+    """Write ``content`` to ``path`` only if no file is there yet (atomic: a temporary file linked into
+    place); returns whether this call wrote it. Processes starting together race safely: one wins."""
+    temporary = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    temporary.write_text(json.dumps(content, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    try:
+        os.link(temporary, path)
+        return True
+    except FileExistsError:
+        return False
+    finally:
+        temporary.unlink()
+
+
+def read_json(path: Path, what: str) -> dict:
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise JobError(f"{path}: no {what} here; is this the --output folder of a job?") from None
+    except (OSError, ValueError) as error:
+        raise JobError(f"{path}: cannot read the {what}: {error}") from None
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise JobError(f"{path}: not a {what} of this speechkit version (format {FORMAT})")
+    return data
+
+
+def start_or_join(folder: Union[str, os.PathLike], spec: dict, shards: list, durations: Mapping,
+                  fields: Mapping) -> None:
+    """Record a new job in ``folder``, or check that the job recorded there is this one.
+
+    ``plan.json`` keeps the shards, every item's duration and ``fields`` (id -> the manifest fields the
+    task's merge needs, e.g. reference texts), so that status and merge never need the manifest.
+
+    Raises:
+        JobError: the folder holds a job started with another task, model, manifest, shard count or task
+            options (each difference is named).
+    """
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    spec = {"format": FORMAT, **spec}
+    if not (folder / PLAN_FILE).exists():  # a thousand array tasks need not each write a large temporary
+        write_new_json(folder / PLAN_FILE, {"format": FORMAT, "fingerprint": spec["fingerprint"],
+                                            "shards": shards, "durations": dict(durations),
+                                            "fields": dict(fields)})
+    if write_new_json(folder / JOB_FILE, spec):
+        return
+    recorded = read_json(folder / JOB_FILE, "job record")
+    differences = [f"{key}: recorded {recorded.get(key)!r}, now {spec.get(key)!r}"
+                   for key in IDENTITY_KEYS if recorded.get(key) != spec.get(key)]
+    if differences:
+        raise JobError(f"{folder / JOB_FILE}: this folder holds another job ({'; '.join(differences)}); "
+                       "rerun with the original settings, or choose a new --output folder")
+
+
+def recorded_num_shards(folder: Union[str, os.PathLike]):
+    """The shard count recorded in ``folder`` (None when no job was started there)."""
+    path = Path(folder) / JOB_FILE
+    return int(read_json(path, "job record")["num_shards"]) if path.exists() else None
+
+
+def load_job(folder: Union[str, os.PathLike]) -> tuple:
+    """``(job record, plan)`` of the job in ``folder``, checked to belong together."""
+    folder = Path(folder)
+    job = read_json(folder / JOB_FILE, "job record")
+    plan = read_json(folder / PLAN_FILE, "shard plan")
+    if plan.get("fingerprint") != job.get("fingerprint") or len(plan.get("shards", ())) != job["num_shards"]:
+        raise JobError(f"{folder}: {PLAN_FILE} does not belong to {JOB_FILE} (was one of them replaced?)")
+    return job, plan

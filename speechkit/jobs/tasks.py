@@ -1,0 +1,189 @@
+"""Tasks: what a job does with a batch of items, one small adapter per interface method.
+
+A task says how to read an item's input from its manifest row, how to call the model's interface on a batch,
+what small record of each result goes into the ledger, how to write one output file per item (if it makes
+files), and how to merge the finished job into final results. The runner knows nothing else about models, so
+a new interface method (``separate``, ``extract``, ``generate``) becomes a job by registering a task::
+
+    @register_task
+    class SeparateTask(Task):
+        name, methods, suffix = "separate", ("separate_batch",), ".flac"
+        def run(self, model, inputs): ...
+        def write(self, path, result): ...
+
+Shipped: ``transcribe`` (hypotheses in the ledger, a WER at merge when the manifest has references) and
+``encode`` (each item's encoder output, e.g. CTC log-probabilities, as a ``(frames, dim)`` float32 ``.npy``).
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import ClassVar, Optional
+
+import numpy as np
+import torch
+
+from speechkit.errors import JobError, ManifestError
+
+TASKS: dict = {}
+
+
+def register_task(cls: type) -> type:
+    """Class decorator: make a :class:`Task` subclass available to jobs under ``cls.name``."""
+    if not getattr(cls, "name", None):
+        raise TypeError(f"{cls.__name__} needs a class attribute 'name'")
+    TASKS[cls.name] = cls
+    return cls
+
+
+def make_task(name: str, options: Optional[dict] = None) -> Task:
+    """The task registered as ``name``, built with its options (e.g. ``{"audio_field": "flac"}``)."""
+    if name not in TASKS:
+        raise JobError(f"unknown task {name!r}; known tasks: {', '.join(sorted(TASKS))}")
+    return TASKS[name](**(options or {}))
+
+
+class Task:
+    """Base of the tasks: reads ``audio_field`` of each row with the model's ``load_audio``.
+
+    Args:
+        audio_field: manifest field holding the input audio path.
+        keep_fields: manifest fields the merge needs (kept in the job's plan, so merging needs no manifest).
+    """
+
+    name: ClassVar[str] = ""
+    #: Interface methods the model must have.
+    methods: ClassVar[tuple] = ()
+    #: Extension of the output file of each item; None: the result lives in the ledger record.
+    suffix: ClassVar[Optional[str]] = None
+
+    def __init__(self, audio_field: str = "wav"):
+        self.audio_field = audio_field
+
+    @property
+    def options(self) -> dict:
+        """Options recorded with the job: a rerun with other options is refused rather than mixed in."""
+        return {"audio_field": self.audio_field}
+
+    @property
+    def keep_fields(self) -> tuple:
+        return ()
+
+    def check_row(self, item_id: str, row: dict, where: str) -> None:
+        if self.audio_field not in row:
+            raise ManifestError(f"{where}: item '{item_id}' has no field '{self.audio_field}' (the audio; "
+                                "choose the field with --audio-field)")
+
+    def check_model(self, model, where: str) -> None:
+        missing = [method for method in self.methods if not callable(getattr(model, method, None))]
+        if missing:
+            raise JobError(f"{where}: the model's interface {type(model).__name__} has no "
+                           f"{', '.join(missing)}, which the task '{self.name}' calls")
+
+    def load(self, model, item_id: str, row: dict) -> torch.Tensor:
+        """The model's input for one item: (time,) float32 at the model's rate."""
+        return model.load_audio(row[self.audio_field])
+
+    def run(self, model, inputs: list) -> list:
+        """Results for a batch of inputs, one per input, in order."""
+        raise NotImplementedError
+
+    def record(self, result) -> dict:
+        """The small JSON-able part of a result kept in the ledger (``{}`` when the result is a file)."""
+        return {}
+
+    def write(self, path: Path, result) -> None:
+        """Write one item's output file (only tasks with a ``suffix``)."""
+        raise NotImplementedError
+
+    def merge(self, folder: Path, records: dict, fields: dict) -> dict:
+        """Write the final results of a complete job from every item's ledger record (ordered by id) and the
+        kept manifest fields; returns a summary (JSON-able)."""
+        raise NotImplementedError
+
+
+def pad(inputs: list) -> tuple:
+    """``(batch, lengths)``: (batch, time) zero-padded float32 and (batch,) int64 valid samples."""
+    lengths = torch.tensor([x.shape[0] for x in inputs], dtype=torch.int64)
+    return torch.nn.utils.rnn.pad_sequence(inputs, batch_first=True), lengths
+
+
+@register_task
+class TranscribeTask(Task):
+    """ASR: each item's hypothesis goes into the ledger. The merge writes ``transcripts.txt`` (``id<TAB>text``
+    lines) and ``results.json`` sorted by id, and, when every row has ``text_field``, ``wer.txt`` and the WER
+    (the same as one process over the whole manifest: the models are batch-invariant)."""
+
+    name = "transcribe"
+    methods = ("transcribe_batch", "load_audio")
+
+    def __init__(self, audio_field: str = "wav", text_field: str = "words"):
+        super().__init__(audio_field)
+        self.text_field = text_field
+
+    @property
+    def options(self) -> dict:
+        return {**super().options, "text_field": self.text_field}
+
+    @property
+    def keep_fields(self) -> tuple:
+        return (self.text_field,)
+
+    def run(self, model, inputs: list) -> list:
+        texts, _ = model.transcribe_batch(*pad(inputs))
+        return list(texts)
+
+    def record(self, result) -> dict:
+        return {"text": result}
+
+    def merge(self, folder: Path, records: dict, fields: dict) -> dict:
+        from speechkit.jobs.outputs import write_atomic
+
+        lines = "".join(f"{item_id}\t{records[item_id]['text']}\n" for item_id in records)
+        write_atomic(folder / "transcripts.txt", lambda path: path.write_text(lines, encoding="utf-8"))
+        results = {item_id: {"text": record["text"]} for item_id, record in records.items()}
+        write_atomic(folder / "results.json", lambda path: path.write_text(
+            json.dumps(results, indent=1, ensure_ascii=False) + "\n", encoding="utf-8"))
+        summary = {"items": len(records), "transcripts": str(folder / "transcripts.txt")}
+        references = {i: fields.get(i, {}).get(self.text_field) for i in records}
+        if records and all(isinstance(text, str) for text in references.values()):
+            from speechkit.metrics import ErrorRateStats
+
+            stats = ErrorRateStats()
+            ids = list(records)
+            stats.append(ids, [records[i]["text"] for i in ids], [references[i] for i in ids])
+            scores = stats.summarize()
+            write_atomic(folder / "wer.txt", stats.write_stats)
+            summary.update(WER=scores["WER"], num_edits=scores["num_edits"],
+                           num_scored_tokens=scores["num_scored_tokens"], wer_report=str(folder / "wer.txt"))
+        return summary
+
+
+@register_task
+class EncodeTask(Task):
+    """The model's encoder output of each item (for an ASR model: per-frame scores, e.g. CTC emissions for an
+    external decoder) as a ``(frames, dim)`` float32 ``.npy`` file. The merge writes ``outputs.json``, a
+    manifest ``{id: {"file": path, "frames": n}}`` sorted by id."""
+
+    name = "encode"
+    methods = ("encode_batch", "load_audio")
+    suffix = ".npy"
+
+    def run(self, model, inputs: list) -> list:
+        outputs, lengths = model.encode_batch(*pad(inputs))
+        return [outputs[i, :int(n)].detach().to("cpu", torch.float32).numpy() for i, n in enumerate(lengths)]
+
+    def record(self, result) -> dict:
+        return {"frames": int(result.shape[0])}
+
+    def write(self, path: Path, result) -> None:
+        with open(path, "wb") as handle:  # a file object: np.save would add ".npy" to the temporary name
+            np.save(handle, np.ascontiguousarray(result), allow_pickle=False)
+
+    def merge(self, folder: Path, records: dict, fields: dict) -> dict:
+        from speechkit.data.manifest import write_json_manifest
+
+        manifest = {item_id: {"file": str(folder.resolve() / record["output"]), "frames": record["frames"]}
+                    for item_id, record in records.items()}
+        write_json_manifest(manifest, folder / "outputs.json")
+        return {"items": len(records), "manifest": str(folder / "outputs.json")}

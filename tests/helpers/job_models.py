@@ -1,0 +1,122 @@
+"""A tiny ASR model folder and a manifest of its audio, for the batch-job tests and benchmark.
+
+The model is the exact tone "recognizer" of tests/integration/pretrained/tiny_asr.py. ``seconds_per_batch``
+makes each forward pass take at least that long; ``hold_file`` makes the ``hold_at_batch``-th and later
+passes wait while that file exists (saying so with a file ``<hold_file>.<pid>``), so that a test can stop a
+job at a known point, however loaded the machine.
+"""
+from __future__ import annotations
+
+import json
+import os
+import random
+import time
+from pathlib import Path
+from typing import Optional
+
+import soundfile
+import torch
+
+from tests.integration.pretrained import tiny_asr
+
+HYPERPARAMS = """\
+sample_rate: 16000
+encoder: !new:tests.helpers.job_models.SlowToneEncoder
+  seconds_per_batch: {seconds_per_batch}
+  hold_file: "{hold_file}"
+  hold_at_batch: {hold_at_batch}
+tokenizer: !new:tests.integration.pretrained.tiny_asr.CharTokenizer
+modules:
+  encoder: !ref <encoder>
+encoder_pipeline: [encoder]
+decoding:
+  blank_index: 0
+pretrainer: !new:speechkit.pretrained.Pretrainer
+  loadables:
+    encoder: !ref <encoder>
+    tokenizer: !ref <tokenizer>
+  paths:
+    encoder: encoder.safetensors
+    tokenizer: tokenizer.json
+"""
+WORDS = ["a", "bad", "cab", "dead", "beef", "face", "egg", "fade", "bead", "cafe", "add", "gag"]
+
+
+class SlowToneEncoder(tiny_asr.FrameToneEncoder):
+    """The tone encoder, taking at least ``seconds_per_batch`` per forward pass, and waiting from its
+    ``hold_at_batch``-th pass on while ``hold_file`` exists."""
+
+    def __init__(self, seconds_per_batch: float = 0.0, hold_file: str = "", hold_at_batch: int = 0):
+        super().__init__()
+        self.seconds_per_batch = float(seconds_per_batch)
+        self.hold_file, self.hold_at_batch, self.batches = hold_file, hold_at_batch, 0
+
+    def forward(self, wavs: torch.Tensor, lengths: torch.Tensor):
+        self.batches += 1
+        if self.hold_file and self.batches >= self.hold_at_batch and Path(self.hold_file).exists():
+            Path(f"{self.hold_file}.{os.getpid()}").touch()
+            while Path(self.hold_file).exists():
+                time.sleep(0.02)
+        if self.seconds_per_batch:
+            time.sleep(self.seconds_per_batch)
+        return super().forward(wavs, lengths)
+
+
+def write_model(folder, seconds_per_batch: float = 0.0, hold_file: str = "", hold_at_batch: int = 0,
+                signal_at_batch: Optional[tuple] = None) -> Path:
+    """A model folder (hyperparams.yaml, weights, tokenizer) of :class:`SlowToneEncoder`, or, with
+    ``signal_at_batch=(signal name, batch)``, of :class:`SignalingToneEncoder`."""
+    from speechkit.pretrained.loading import save_weights
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    text = HYPERPARAMS.format(seconds_per_batch=seconds_per_batch, hold_file=hold_file,
+                              hold_at_batch=hold_at_batch)
+    if signal_at_batch is not None:
+        name, batch = signal_at_batch
+        lines = text.splitlines(keepends=True)
+        lines[1:5] = ["encoder: !new:tests.helpers.job_models.SignalingToneEncoder\n",
+                      f"  signal_name: {name}\n", f"  at_batch: {batch}\n"]
+        text = "".join(lines)
+    (folder / "hyperparams.yaml").write_text(text)
+    save_weights(tiny_asr.true_weights(), folder / "encoder.safetensors")
+    tiny_asr.CharTokenizer(tiny_asr.SYMBOLS).save_checkpoint(folder / "tokenizer.json")
+    return folder
+
+
+def write_manifest(folder, count: int, seed: int = 0, wrong_every: int = 4, max_words: int = 4) -> Path:
+    """``count`` utterances of 1 to ``max_words`` words (FLAC) and a JSON manifest (wav, duration, words);
+    every ``wrong_every``-th reference differs from what is spoken, so the WER is not zero."""
+    rng = random.Random(seed)
+    folder = Path(folder)
+    (folder / "audio").mkdir(parents=True, exist_ok=True)
+    manifest = {}
+    for index in range(count):
+        spoken = " ".join(rng.choice(WORDS) for _ in range(rng.randint(1, max_words)))
+        reference = spoken if index % wrong_every else spoken + " " + rng.choice(WORDS)
+        wav = tiny_asr.synthesize(spoken)
+        path = folder / "audio" / f"utt{index:04d}.flac"
+        soundfile.write(path, wav.numpy(), tiny_asr.SAMPLE_RATE)
+        manifest[f"utt{index:04d}"] = {"wav": str(path), "duration": len(wav) / tiny_asr.SAMPLE_RATE,
+                                       "words": reference}
+    path = folder / "manifest.json"
+    path.write_text(json.dumps(manifest, indent=1))
+    return path
+
+
+class SignalingToneEncoder(tiny_asr.FrameToneEncoder):
+    """The tone encoder, sending ``signal_name`` to its own process during its ``at_batch``-th forward pass
+    (as a cluster would, at any moment of a batch)."""
+
+    def __init__(self, signal_name: str = "SIGTERM", at_batch: int = 3):
+        super().__init__()
+        self.signal_name, self.at_batch, self.batches = signal_name, at_batch, 0
+
+    def forward(self, wavs: torch.Tensor, lengths: torch.Tensor):
+        import os
+        import signal
+
+        self.batches += 1
+        if self.batches == self.at_batch:
+            os.kill(os.getpid(), getattr(signal, self.signal_name))
+        return super().forward(wavs, lengths)
