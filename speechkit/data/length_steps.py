@@ -1,0 +1,128 @@
+"""Dealing an epoch of dynamic batches to ranks: full batches of neighbouring lengths at any world size.
+
+The epoch is first packed once, globally, into ``N`` batches within the budget
+(:class:`speechkit.data.samplers.DynamicBatchSampler` packs each length bucket greedily). With one rank
+those batches are the steps. With ``W`` ranks the epoch needs ``q = ceil(N / W)`` steps of ``W`` batches,
+so ``T = q * W`` batches: the epoch's items are put in length order (ties and lengths within
+``LENGTH_GRAIN`` of each other in random order per (seed, epoch), so batches change from epoch to epoch)
+and cut, from the longest down, into ``T`` batches of about equal padded cost
+(:func:`speechkit.data.buckets.balanced_cuts`); each ``W`` consecutive batches make a step. So
+
+* the batches of a step hold neighbouring lengths and about the same padded cost: no rank waits;
+* every batch is about as full as with one process: only the ``T - N`` batches needed to round up to whole
+  steps are shared out over the epoch, a loss below ``1 / q`` of the fill, instead of re-cutting every
+  bucket into a multiple of ``W`` batches;
+* every item is used exactly once. Items are repeated only when the epoch has fewer items than the ``T``
+  batches it needs (e.g. fewer items than ranks, or ``max_batch_size=1``): then every item makes its own
+  batch and the shortest items fill the batches still missing.
+
+With ``drop_last`` the ``N mod W`` least-filled packed batches are dropped instead and the rest is cut
+into ``N - (N mod W)`` batches. When the balanced cut does not fit the budget (an epoch that just fills
+its ``q`` steps leaves almost no room for evening out), it is tried with up to ``EXTRA_STEPS`` more
+steps; failing that, the packed batches themselves are dealt in length order, the largest split until
+the count is a multiple of ``W``.
+
+Example:
+    >>> costs = np.array([2.0, 2.0, 2.0, 2.0, 9.0, 9.0])
+    >>> items, cuts = np.arange(6), np.array([0, 4, 6])  # two batches: 4 x 2.0 and 2 x 9.0
+    >>> [step.batches for step in deal_length_ordered(items, cuts, costs, 2, max_cost=18.0)]
+    [((4, 5), (0, 1, 2, 3))]
+"""
+from __future__ import annotations
+
+import heapq
+from typing import Optional
+
+import numpy as np
+
+from speechkit.data.buckets import balanced_cuts
+from speechkit.data.sharding import Step
+
+LENGTH_GRAIN = 0.01  # items whose costs differ by less than 1% are shuffled among each other
+EXTRA_STEPS = 2  # steps a balanced cut may add to the fewest that hold the epoch, before giving up on it
+
+
+def deal_length_ordered(items: np.ndarray, cuts: np.ndarray, costs: np.ndarray, world_size: int,
+                        max_cost: float, max_size: Optional[int] = None, drop_last: bool = False,
+                        rng: Optional[np.random.Generator] = None) -> list:
+    """Steps of ``world_size`` batches over a packed epoch (see the module docstring).
+
+    Arguments:
+        items: ``(n,)`` dataset indices in packing order.
+        cuts: ``(N + 1,)`` offsets of the ``N`` packed batches into ``items``, each within the budget.
+        costs: cost of every dataset item (indexed by dataset index).
+        max_cost, max_size: the budget and item cap every batch keeps.
+        drop_last: drop the ``N mod world_size`` least-filled batches instead of sharing them out.
+        rng: shuffles items of about equal length (None: ties keep packing order).
+
+    Returns:
+        Steps from the longest items down (the sampler orders them afterwards).
+    """
+    items = np.asarray(items, dtype=np.int64)
+    cuts = np.asarray(cuts, dtype=np.int64)
+    if len(cuts) <= 1:
+        return []
+    if world_size == 1:
+        flat, bounds = items.tolist(), cuts.tolist()
+        return [Step((tuple(flat[start:stop]),)) for start, stop in zip(bounds[:-1], bounds[1:])]
+    count = len(cuts) - 1
+    if drop_last and count % world_size:
+        padded = np.diff(cuts) * np.maximum.reduceat(costs[items], cuts[:-1])
+        keep = np.ones(count, dtype=bool)
+        keep[np.argsort(padded, kind="stable")[:count % world_size]] = False
+        items = items[np.repeat(keep, np.diff(cuts))]
+        cuts = np.concatenate([[0], np.cumsum(np.diff(cuts)[keep])])
+        count = len(cuts) - 1
+    if count == 0:
+        return []
+    wanted = -(-count // world_size) * world_size
+    if len(items) < wanted:
+        return _singles_with_repeats(items, costs, wanted, world_size)
+    order = _longest_first(items, costs, rng)
+    cut = None
+    for extra in range(EXTRA_STEPS + 1):  # a tight epoch may fit evenly only in a step more
+        if len(items) < wanted + extra * world_size:
+            break
+        cut = balanced_cuts(costs[order], wanted + extra * world_size, max_cost, max_size, group=world_size)
+        if cut is not None:
+            wanted += extra * world_size
+            break
+    if cut is None:
+        return _split_largest(np.split(items, cuts[1:-1]), costs, wanted, world_size)
+    flat = order.tolist()
+    chunks = [tuple(flat[start:stop]) for start, stop in zip(cut[:-1].tolist(), cut[1:].tolist())]
+    return [Step(tuple(chunks[start:start + world_size])) for start in range(0, wanted, world_size)]
+
+
+def _longest_first(items: np.ndarray, costs: np.ndarray, rng: Optional[np.random.Generator]) -> np.ndarray:
+    """``items`` by descending cost; with ``rng``, items within ``LENGTH_GRAIN`` of each other in random
+    order (each cost is rounded to a grain of a geometric grid, then a random tie-break)."""
+    item_costs = costs[items]
+    if rng is None:
+        return items[np.argsort(-item_costs, kind="stable")]
+    grain = np.floor(np.log(np.maximum(item_costs, 1e-12)) / np.log1p(LENGTH_GRAIN))
+    return items[np.argsort(-grain + rng.random(len(items)) * 0.5, kind="stable")]
+
+
+def _split_largest(batches: list, costs: np.ndarray, wanted: int, world_size: int) -> list:
+    """The packed batches in order of their longest item, split until there are ``wanted``: always the one
+    with the most items per piece, so every piece is part of a batch within budget."""
+    batches = sorted(batches, key=lambda batch: -float(costs[batch].max()))
+    pieces = [1] * len(batches)
+    heap = [(-len(batch), position) for position, batch in enumerate(batches)]
+    heapq.heapify(heap)
+    for _ in range(wanted - len(batches)):
+        _, position = heapq.heappop(heap)
+        pieces[position] += 1
+        heapq.heappush(heap, (-len(batches[position]) / pieces[position], position))
+    chunks = [tuple(piece.tolist()) for batch, count in zip(batches, pieces)
+              for piece in np.array_split(batch, count)]
+    return [Step(tuple(chunks[start:start + world_size])) for start in range(0, wanted, world_size)]
+
+
+def _singles_with_repeats(items: np.ndarray, costs: np.ndarray, wanted: int, world_size: int) -> list:
+    """Every item alone, longest first, then the shortest items again for the batches still missing."""
+    by_cost = items[np.argsort(-costs[items], kind="stable")].tolist()
+    singles = [(index,) for index in by_cost] + [(by_cost[-1 - position % len(by_cost)],)
+                                                 for position in range(wanted - len(by_cost))]
+    return [Step(tuple(singles[start:start + world_size])) for start in range(0, wanted, world_size)]
