@@ -29,6 +29,7 @@ import numpy as np
 from speechkit.errors import DataError
 
 CostFunction = Callable[[float], float]
+GROUP_MARGIN = 1.25  # balanced_cuts evens a group out to its coarse first batch only this far below its share
 BALANCE_PASSES = 3  # most passes of balanced_cuts (each re-weighs the items by the last one's padding)
 SORTS = (None, "ascending", "descending")
 LengthCost = Union[None, float, int, CostFunction]
@@ -219,7 +220,9 @@ def balanced_cuts(costs: np.ndarray, parts: int, max_cost: float, max_size: Opti
     With ``group`` > 1, batches are dealt in groups of that many consecutive ones (the steps of a
     distributed epoch): when the budget keeps a group's first batch, whose long items are the coarsest to
     share out, below its share (three 53 s items in a 200 s budget cannot exceed 160 s), the group's other
-    batches aim at that batch's cost instead, so that a group stays even.
+    batches aim at that batch's cost instead, so that a group stays even; but only down to
+    ``1 / GROUP_MARGIN`` of the share: a first batch further below (one item of 52 s in a 100 s budget)
+    stays the one short batch of its group, as starving the whole group would cost more.
 
     Returns:
         ``(parts + 1,)`` offsets as for :func:`greedy_cuts`, or None when no pass fits the items in
@@ -261,14 +264,15 @@ def _nearest_in_ratio(items: float) -> int:
 def _share_cuts(weights: np.ndarray, ceiling: np.ndarray, parts: int, max_cost: float, limit: int,
                 group: int) -> np.ndarray:
     """Offsets of ``parts`` consecutive batches, each padded to about its equal share of the remaining
-    ``weights`` within the budget (and within its group's coarse first batch); the last batch takes what is
-    left (it may not fit)."""
+    ``weights`` within the budget (and within its group's coarse first batch); the last group of batches
+    shares what is left evenly (it may not fit)."""
     count = len(weights)
     placed = np.concatenate([[0.0], np.cumsum(weights)]).tolist()  # plain floats: this loop runs per batch
     ceiling = ceiling.tolist()
     total = placed[-1]
     cuts, position, group_cap = [0], 0, 0.0
-    for index in range(parts - 1):
+    last_group = parts - (group if parts % group == 0 else 1)
+    for index in range(last_group):
         left = parts - index
         longest = ceiling[position]
         most = min(count - position - (left - 1), limit)
@@ -281,15 +285,22 @@ def _share_cuts(weights: np.ndarray, ceiling: np.ndarray, parts: int, max_cost: 
             share = (total - placed[position]) / left
             # aim at the share, or at the group's first batch when its coarse long items cannot reach it
             size = _nearest_in_ratio((group_cap or share) / longest)
-            if index % group == 0 and group > 1 and most * longest < share:
+            if index % group == 0 and group > 1 and share / GROUP_MARGIN <= most * longest < share:
                 group_cap = most * longest
             size = max(1, min(size, most))
         else:
             size = max(1, most)
         position += size
         cuts.append(position)
-    cuts.append(count)
-    return np.asarray(cuts, dtype=np.int64)
+    # The last group shares its (shortest, finest) items at equal quantiles of their weight, so that what
+    # the rounding left over is spread over the group rather than put in its last batch.
+    left = parts - last_group
+    quantiles = placed[position] + (total - placed[position]) * np.arange(1, left) / left
+    inner = np.searchsorted(np.asarray(placed), quantiles, side="left") - 1
+    rank = np.arange(1, left)
+    inner = np.maximum.accumulate(np.maximum(inner, position + rank) - rank) + rank  # one item each at least
+    inner = np.minimum(inner, count - left + rank)
+    return np.asarray(cuts + inner.tolist() + [count], dtype=np.int64)
 
 
 def check_lengths(lengths: Sequence[float], num_items: int) -> np.ndarray:

@@ -1,12 +1,13 @@
 """Dealing an epoch of dynamic batches to ranks: full batches of neighbouring lengths at any world size.
 
-The epoch is first packed once, globally, into ``N`` batches within the budget
+The epoch is first packed once, globally, into batches within the budget
 (:class:`speechkit.data.samplers.DynamicBatchSampler` packs each length bucket greedily). With one rank
-those batches are the steps. With ``W`` ranks the epoch needs ``q = ceil(N / W)`` steps of ``W`` batches,
-so ``T = q * W`` batches: the epoch's items are put in length order (ties and lengths within
-``LENGTH_GRAIN`` of each other in random order per (seed, epoch), so batches change from epoch to epoch)
-and cut, from the longest down, into ``T`` batches of about equal padded cost
-(:func:`speechkit.data.buckets.balanced_cuts`); each ``W`` consecutive batches make a step. So
+those batches are the steps. With ``W`` ranks, let ``N`` be the fewer of those batches and of the batches
+the items take when packed in length order (bucket ends leave part-filled batches, sorted items do not).
+The epoch then needs ``q = ceil(N / W)`` steps of ``W`` batches, ``T = q * W`` batches: the epoch's items
+are put in length order (items within ``LENGTH_GRAIN`` of each other in random order per (seed, epoch), so
+batches change from epoch to epoch) and cut, from the longest down, into ``T`` batches of about equal
+padded cost (:func:`speechkit.data.buckets.balanced_cuts`); each ``W`` consecutive batches make a step. So
 
 * the batches of a step hold neighbouring lengths and about the same padded cost: no rank waits;
 * every batch is about as full as with one process: only the ``T - N`` batches needed to round up to whole
@@ -16,11 +17,13 @@ and cut, from the longest down, into ``T`` batches of about equal padded cost
   batches it needs (e.g. fewer items than ranks, or ``max_batch_size=1``): then every item makes its own
   batch and the shortest items fill the batches still missing.
 
-With ``drop_last`` the ``N mod W`` least-filled packed batches are dropped instead and the rest is cut
-into ``N - (N mod W)`` batches. When the balanced cut does not fit the budget (an epoch that just fills
-its ``q`` steps leaves almost no room for evening out), it is tried with up to ``EXTRA_STEPS`` more
-steps; failing that, the packed batches themselves are dealt in length order, the largest split until
-the count is a multiple of ``W``.
+When the balanced cut does not fit the budget (an epoch that just fills its ``q`` steps leaves almost no
+room for evening out coarse long items), it is tried with up to ``EXTRA_STEPS`` more steps; failing that,
+the packed batches themselves are dealt in length order, the largest split until their count is a
+multiple of ``W``.
+
+With ``drop_last`` the ``N' mod W`` least-filled packed batches (``N'`` packed) are dropped instead, and
+the rest is cut evenly into ``N' - (N' mod W)`` batches (or, if that does not fit, dealt as packed).
 
 Example:
     >>> costs = np.array([2.0, 2.0, 2.0, 2.0, 9.0, 9.0])
@@ -75,23 +78,43 @@ def deal_length_ordered(items: np.ndarray, cuts: np.ndarray, costs: np.ndarray, 
         count = len(cuts) - 1
     if count == 0:
         return []
-    wanted = -(-count // world_size) * world_size
+    order = _longest_first(items, costs, rng)
+    ordered_costs = costs[order]
+    # as many steps as the fewer of the packed batches and those of the items in length order need
+    fewest = count if drop_last else min(count, _fewest_batches(ordered_costs, max_cost, max_size))
+    wanted = -(-fewest // world_size) * world_size
     if len(items) < wanted:
         return _singles_with_repeats(items, costs, wanted, world_size)
-    order = _longest_first(items, costs, rng)
     cut = None
-    for extra in range(EXTRA_STEPS + 1):  # a tight epoch may fit evenly only in a step more
+    for extra in range(0 if drop_last else EXTRA_STEPS + 1):  # a tight epoch may even out only a step later
         if len(items) < wanted + extra * world_size:
             break
-        cut = balanced_cuts(costs[order], wanted + extra * world_size, max_cost, max_size, group=world_size)
+        cut = balanced_cuts(ordered_costs, wanted + extra * world_size, max_cost, max_size, group=world_size)
         if cut is not None:
             wanted += extra * world_size
             break
+    if drop_last and cut is None:
+        cut = balanced_cuts(ordered_costs, wanted, max_cost, max_size, group=world_size)
     if cut is None:
+        wanted = -(-count // world_size) * world_size
         return _split_largest(np.split(items, cuts[1:-1]), costs, wanted, world_size)
     flat = order.tolist()
     chunks = [tuple(flat[start:stop]) for start, stop in zip(cut[:-1].tolist(), cut[1:].tolist())]
     return [Step(tuple(chunks[start:start + world_size])) for start in range(0, wanted, world_size)]
+
+
+def _fewest_batches(ordered_costs: np.ndarray, max_cost: float, max_size: Optional[int]) -> int:
+    """Batches that greedy packing of the items in (about) descending cost makes: each batch takes as many
+    items as its first, longest one allows (bounded by the longest item from there on)."""
+    ceiling = np.maximum.accumulate(ordered_costs[::-1])[::-1]
+    per_batch = np.floor(max_cost / np.maximum(ceiling, 1e-300))
+    if max_size is not None:
+        per_batch = np.minimum(per_batch, max_size)
+    jump = (np.arange(len(ordered_costs)) + np.maximum(per_batch, 1).astype(np.int64)).tolist()
+    position, batches = 0, 0
+    while position < len(jump):
+        position, batches = jump[position], batches + 1
+    return batches
 
 
 def _longest_first(items: np.ndarray, costs: np.ndarray, rng: Optional[np.random.Generator]) -> np.ndarray:
