@@ -1,10 +1,9 @@
 """Dealing an epoch of dynamic batches to ranks: full batches of neighbouring lengths at any world size.
 
-The epoch is first packed once, globally, into batches within the budget
-(:class:`speechkit.data.samplers.DynamicBatchSampler` packs each length bucket greedily). With one rank
-those batches are the steps. With ``W`` ranks, let ``N`` be the fewer of those batches and of the batches
-the items take when packed in length order (bucket ends leave part-filled batches, sorted items do not).
-The epoch then needs ``q = ceil(N / W)`` steps of ``W`` batches, ``T = q * W`` batches: the epoch's items
+With one rank, the batches :class:`speechkit.data.samplers.DynamicBatchSampler` packs (greedily, bucket by
+bucket) are the steps. With ``W`` ranks, let ``N`` be the number of batches the epoch's items take when
+packed greedily in length order (the fewest: bucket ends would leave part-filled batches). The epoch then
+needs ``q = ceil(N / W)`` steps of ``W`` batches, ``T = q * W`` batches: the epoch's items
 are put in length order (items within ``LENGTH_GRAIN`` of each other in random order per (seed, epoch), so
 batches change from epoch to epoch) and cut, from the longest down, into ``T`` batches of about equal
 padded cost (:func:`speechkit.data.buckets.balanced_cuts`); each ``W`` consecutive batches make a step. So
@@ -22,8 +21,9 @@ room for evening out coarse long items), it is tried with up to ``EXTRA_STEPS`` 
 the packed batches themselves are dealt in length order, the largest split until their count is a
 multiple of ``W``.
 
-With ``drop_last`` the ``N' mod W`` least-filled packed batches (``N'`` packed) are dropped instead, and
-the rest is cut evenly into ``N' - (N' mod W)`` batches (or, if that does not fit, dealt as packed).
+With ``drop_last`` the bucket-packed batches are dealt instead: the ``N' mod W`` least filled of them
+(``N'`` packed) are dropped and the rest is cut evenly into ``N' - (N' mod W)`` batches (or, if that does
+not fit, dealt as packed).
 
 Example:
     >>> costs = np.array([2.0, 2.0, 2.0, 2.0, 9.0, 9.0])
@@ -38,21 +38,22 @@ from typing import Optional
 
 import numpy as np
 
-from speechkit.data.buckets import balanced_cuts
+from speechkit.data.buckets import balanced_cuts, greedy_cuts
 from speechkit.data.sharding import Step
 
 LENGTH_GRAIN = 0.01  # items whose costs differ by less than 1% are shuffled among each other
 EXTRA_STEPS = 2  # steps a balanced cut may add to the fewest that hold the epoch, before giving up on it
 
 
-def deal_length_ordered(items: np.ndarray, cuts: np.ndarray, costs: np.ndarray, world_size: int,
+def deal_length_ordered(items: np.ndarray, cuts: Optional[np.ndarray], costs: np.ndarray, world_size: int,
                         max_cost: float, max_size: Optional[int] = None, drop_last: bool = False,
                         rng: Optional[np.random.Generator] = None) -> list:
     """Steps of ``world_size`` batches over a packed epoch (see the module docstring).
 
     Arguments:
         items: ``(n,)`` dataset indices in packing order.
-        cuts: ``(N + 1,)`` offsets of the ``N`` packed batches into ``items``, each within the budget.
+        cuts: ``(N + 1,)`` offsets of the ``N`` packed batches into ``items``, each within the budget; may
+            be None with several ranks and no ``drop_last`` (the items are then only cut in length order).
         costs: cost of every dataset item (indexed by dataset index).
         max_cost, max_size: the budget and item cap every batch keeps.
         drop_last: drop the ``N mod world_size`` least-filled batches instead of sharing them out.
@@ -62,26 +63,23 @@ def deal_length_ordered(items: np.ndarray, cuts: np.ndarray, costs: np.ndarray, 
         Steps from the longest items down (the sampler orders them afterwards).
     """
     items = np.asarray(items, dtype=np.int64)
-    cuts = np.asarray(cuts, dtype=np.int64)
-    if len(cuts) <= 1:
+    if len(items) == 0:
         return []
-    if world_size == 1:
-        flat, bounds = items.tolist(), cuts.tolist()
-        return [Step((tuple(flat[start:stop]),)) for start, stop in zip(bounds[:-1], bounds[1:])]
-    count = len(cuts) - 1
-    if drop_last and count % world_size:
-        padded = np.diff(cuts) * np.maximum.reduceat(costs[items], cuts[:-1])
-        keep = np.ones(count, dtype=bool)
-        keep[np.argsort(padded, kind="stable")[:count % world_size]] = False
-        items = items[np.repeat(keep, np.diff(cuts))]
-        cuts = np.concatenate([[0], np.cumsum(np.diff(cuts)[keep])])
-        count = len(cuts) - 1
-    if count == 0:
-        return []
+    if cuts is not None:
+        cuts = np.asarray(cuts, dtype=np.int64)
+    if world_size == 1 or drop_last:
+        if cuts is None:
+            raise ValueError("one rank and drop_last deal the packed batches: give their cuts")
+        items, cuts = _packed(items, cuts, costs, world_size, drop_last)
+        if world_size == 1 or len(cuts) <= 1:
+            flat, bounds = items.tolist(), cuts.tolist()
+            return [Step((tuple(flat[start:stop]),)) for start, stop in zip(bounds[:-1], bounds[1:])]
     order = _longest_first(items, costs, rng)
     ordered_costs = costs[order]
-    # as many steps as the fewer of the packed batches and those of the items in length order need
-    fewest = count if drop_last else min(count, _fewest_batches(ordered_costs, max_cost, max_size))
+    # as many steps as the items packed in length order need (the packed batches, when dropping the rest)
+    fewest = len(cuts) - 1 if drop_last else _fewest_batches(ordered_costs, max_cost, max_size)
+    if cuts is not None:
+        fewest = min(fewest, len(cuts) - 1)
     wanted = -(-fewest // world_size) * world_size
     if len(items) < wanted:
         return _singles_with_repeats(items, costs, wanted, world_size)
@@ -95,12 +93,27 @@ def deal_length_ordered(items: np.ndarray, cuts: np.ndarray, costs: np.ndarray, 
             break
     if drop_last and cut is None:
         cut = balanced_cuts(ordered_costs, wanted, max_cost, max_size, group=world_size)
-    if cut is None:
-        wanted = -(-count // world_size) * world_size
+    if cut is None:  # the packed batches then, or the items greedily packed in length order
+        if cuts is None:
+            items, cuts = order, greedy_cuts(ordered_costs, max_cost, max_size)
+        wanted = -(-(len(cuts) - 1) // world_size) * world_size
         return _split_largest(np.split(items, cuts[1:-1]), costs, wanted, world_size)
     flat = order.tolist()
     chunks = [tuple(flat[start:stop]) for start, stop in zip(cut[:-1].tolist(), cut[1:].tolist())]
     return [Step(tuple(chunks[start:start + world_size])) for start in range(0, wanted, world_size)]
+
+
+def _packed(items: np.ndarray, cuts: np.ndarray, costs: np.ndarray, world_size: int,
+            drop_last: bool) -> tuple:
+    """The packed batches (items, cuts), without the ``N mod world_size`` least filled with ``drop_last``."""
+    count = len(cuts) - 1
+    if not drop_last or count % world_size == 0:
+        return items, cuts
+    sizes = np.diff(cuts)
+    keep = np.ones(count, dtype=bool)
+    padded = sizes * np.maximum.reduceat(costs[items], cuts[:-1])
+    keep[np.argsort(padded, kind="stable")[:count % world_size]] = False
+    return items[np.repeat(keep, sizes)], np.concatenate([[0], np.cumsum(sizes[keep])])
 
 
 def _fewest_batches(ordered_costs: np.ndarray, max_cost: float, max_size: Optional[int]) -> int:

@@ -296,8 +296,8 @@ class DynamicBatchSampler(_PlannedSampler):
         >>> lengths = [2.0, 2.5, 8.0, 7.5, 3.0, 9.0, 2.2, 8.8]
         >>> ranks = [DynamicBatchSampler(lengths, max_batch_length=16.0, num_buckets=2, world_size=2, rank=r)
         ...          for r in (0, 1)]
-        >>> [list(sampler) for sampler in ranks]  # a step of 16 and 12 padded s, then one of 9 and 8.8
-        [[[2, 3], [5]], [[4, 1, 6, 0], [7]]]
+        >>> [list(sampler) for sampler in ranks]  # a step of 9 and 8.8 padded s, then one of 16 and 12
+        [[[5], [2, 3]], [[7], [4, 1, 6, 0]]]
     """
 
     def __init__(self, lengths: Sequence[float], max_batch_length: float, num_buckets: Optional[int] = None,
@@ -362,6 +362,14 @@ class DynamicBatchSampler(_PlannedSampler):
 
     def _plan(self, remaining: Optional[np.ndarray]) -> list:
         rng = np.random.default_rng([self.seed, self.epoch])
+        if self.world_size > 1 and not self.drop_last:
+            # several ranks cut the epoch in length order (speechkit.data.length_steps): no packing needed
+            items = np.concatenate(self._bucket_items)
+            if remaining is not None:
+                items = items[remaining[items]]
+            steps = deal_length_ordered(items, None, self._costs, self.world_size, self.max_batch_length,
+                                        self.max_batch_size, rng=rng if self.shuffle else None)
+            return self._ordered(steps, rng)
         sequences, cuts, offset = [], [np.zeros(1, dtype=np.int64)], 0
         for items in self._bucket_items:
             if self.shuffle:
