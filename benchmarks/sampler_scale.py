@@ -10,8 +10,8 @@ cost more than the budget alone are left out. For each world size the table give
 * steps: batches per rank in the epoch (equal on every rank by construction);
 * fill mean / min: padded cost of a batch (items x longest item) over ``max_batch_length``, over all ranks;
 * spread: the largest ratio, over the steps, of the longest to the shortest padded cost among a step's
-  batches (how long the fastest rank of a step waits for the slowest), and the same for the longest item
-  (the padded time axis);
+  batches (how long the fastest rank of a step waits for the slowest), the number of steps where it
+  exceeds 1.2, and the largest ratio of the longest items (the padded time axis);
 * plan: seconds to plan the epoch on one rank (sampler built beforehand), and the peak memory that planning
   allocates (``tracemalloc``, a second planning pass, so the timing is not slowed by the tracing).
 
@@ -73,6 +73,7 @@ def step_figures(steps: list, lengths: np.ndarray, budget: float) -> dict:
     return {"steps": len(steps), "fill_mean": float(padded.mean() / budget),
             "fill_min": float(padded.min() / budget),
             "spread": float((padded.max(axis=1) / padded.min(axis=1)).max()),
+            "uneven_steps": int(np.count_nonzero(padded.max(axis=1) > 1.2 * padded.min(axis=1))),
             "length_spread": float((longest.max(axis=1) / longest.min(axis=1)).max()),
             "items": int(sizes.sum()), "distinct": int(np.unique(flat).size)}
 
@@ -129,7 +130,8 @@ def main(argv=None) -> int:
           f"mean {lengths.mean():.2f} s, max {lengths.max():.1f} s), "
           f"max_batch_length {args.max_batch_length:g}, default buckets, seed {args.seed}, "
           f"epoch {args.epoch}")
-    header = ["world size", "steps", "fill mean", "fill min", "spread", "length spread", "plan s", "peak MB"]
+    header = ["world size", "steps", "fill mean", "fill min", "spread", "steps > 1.2", "length spread",
+              "plan s", "peak MB"]
     if old:
         header += [f"{args.baseline}: steps", "fill mean", "fill min", "spread", "plan s", "fill ratio"]
     print("| " + " | ".join(header) + " |")
@@ -139,7 +141,8 @@ def main(argv=None) -> int:
             raise RuntimeError(f"world size {row['world_size']}: {row['items']} items planned, "
                                f"{row['distinct']} distinct, {len(lengths)} in the epoch")
         cells = [f"{row['world_size']:,}", f"{row['steps']:,}", f"{row['fill_mean']:.3f}",
-                 f"{row['fill_min']:.3f}", f"{row['spread']:.3f}", f"{row['length_spread']:.2f}",
+                 f"{row['fill_min']:.3f}", f"{row['spread']:.3f}", f"{row['uneven_steps']:,}",
+                 f"{row['length_spread']:.2f}",
                  f"{row['plan_s']:.2f}", f"{row['peak_mb']:.0f}"]
         if old:
             was = old[row["world_size"]]

@@ -204,7 +204,7 @@ def greedy_cuts(costs: np.ndarray, max_cost: float, max_size: Optional[int] = No
 
 
 def balanced_cuts(costs: np.ndarray, parts: int, max_cost: float, max_size: Optional[int] = None,
-                  group: int = 1) -> Optional[np.ndarray]:
+                  group: int = 1, passes: int = BALANCE_PASSES) -> Optional[np.ndarray]:
     """Cut a sequence of items, longest first, into exactly ``parts`` batches of about equal padded cost.
 
     ``costs`` runs from the longest items down (it may be only roughly sorted: the cost of a batch is
@@ -215,7 +215,7 @@ def balanced_cuts(costs: np.ndarray, parts: int, max_cost: float, max_size: Opti
     fine-grained. A first pass weighs every item by the cost of an item about half a batch longer (what it
     adds to its batch once padded); where that estimate is too far off for the last batch to fit (sparse
     tails of the distribution), the next pass weighs every item by the padding of its batch in the pass
-    before, up to ``BALANCE_PASSES`` passes.
+    before, up to ``passes`` passes.
 
     With ``group`` > 1, batches are dealt in groups of that many consecutive ones (the steps of a
     distributed epoch): when the budget keeps a group's first batch, whose long items are the coarsest to
@@ -243,7 +243,7 @@ def balanced_cuts(costs: np.ndarray, parts: int, max_cost: float, max_size: Opti
     per_batch = float(np.sum(costs)) / parts / np.maximum(costs, 1e-300)
     first = np.maximum(np.arange(count) - (per_batch / 2).astype(np.int64), 0)
     weights = ceiling[first]
-    for _ in range(BALANCE_PASSES):
+    for _ in range(passes):
         cuts = _share_cuts(weights, ceiling, parts, max_cost, limit, group)
         sizes = np.diff(cuts)
         padded = sizes * np.maximum.reduceat(costs, cuts[:-1])
@@ -267,14 +267,13 @@ def _share_cuts(weights: np.ndarray, ceiling: np.ndarray, parts: int, max_cost: 
     ``weights`` within the budget (and within its group's coarse first batch); the last group of batches
     shares what is left evenly (it may not fit)."""
     count = len(weights)
-    placed = np.concatenate([[0.0], np.cumsum(weights)]).tolist()  # plain floats: this loop runs per batch
-    ceiling = ceiling.tolist()
-    total = placed[-1]
+    placed = np.concatenate([[0.0], np.cumsum(weights)])
+    total = float(placed[-1])
     cuts, position, group_cap = [0], 0, 0.0
     last_group = parts - (group if parts % group == 0 else 1)
     for index in range(last_group):
         left = parts - index
-        longest = ceiling[position]
+        longest = float(ceiling[position])
         most = min(count - position - (left - 1), limit)
         if index % group == 0:
             group_cap = 0.0
@@ -282,7 +281,7 @@ def _share_cuts(weights: np.ndarray, ceiling: np.ndarray, parts: int, max_cost: 
             most = min(most, int(max_cost // longest))
             while most > 1 and most * longest > max_cost:  # floor division may round up
                 most -= 1
-            share = (total - placed[position]) / left
+            share = (total - float(placed[position])) / left
             # aim at the share, or at the group's first batch when its coarse long items cannot reach it
             size = _nearest_in_ratio((group_cap or share) / longest)
             if index % group == 0 and group > 1 and share / GROUP_MARGIN <= most * longest < share:
@@ -296,7 +295,7 @@ def _share_cuts(weights: np.ndarray, ceiling: np.ndarray, parts: int, max_cost: 
     # the rounding left over is spread over the group rather than put in its last batch.
     left = parts - last_group
     quantiles = placed[position] + (total - placed[position]) * np.arange(1, left) / left
-    inner = np.searchsorted(np.asarray(placed), quantiles, side="left") - 1
+    inner = np.searchsorted(placed, quantiles, side="left") - 1
     rank = np.arange(1, left)
     inner = np.maximum.accumulate(np.maximum(inner, position + rank) - rank) + rank  # one item each at least
     inner = np.minimum(inner, count - left + rank)

@@ -17,7 +17,8 @@ padded cost (:func:`speechkit.data.buckets.balanced_cuts`); each ``W`` consecuti
   batch and the shortest items fill the batches still missing.
 
 When the balanced cut does not fit the budget (an epoch that just fills its ``q`` steps leaves almost no
-room for evening out coarse long items), it is tried with up to ``EXTRA_STEPS`` more steps; failing that,
+room for evening out coarse long items), it is tried with up to ``EXTRA_STEPS`` more steps (a cut with
+fewer than ``TIGHT`` spare batches gets one pass before that); failing that,
 the packed batches themselves are dealt in length order, the largest split until their count is a
 multiple of ``W``.
 
@@ -38,11 +39,12 @@ from typing import Optional
 
 import numpy as np
 
-from speechkit.data.buckets import balanced_cuts, greedy_cuts
+from speechkit.data.buckets import BALANCE_PASSES, balanced_cuts, greedy_cuts
 from speechkit.data.sharding import Step
 
 LENGTH_GRAIN = 0.01  # items whose costs differ by less than 1% are shuffled among each other
 EXTRA_STEPS = 2  # steps a balanced cut may add to the fewest that hold the epoch, before giving up on it
+TIGHT = 0.002  # with fewer spare batches than this share, one balancing pass is tried before a step more
 
 
 def deal_length_ordered(items: np.ndarray, cuts: Optional[np.ndarray], costs: np.ndarray, world_size: int,
@@ -87,7 +89,10 @@ def deal_length_ordered(items: np.ndarray, cuts: Optional[np.ndarray], costs: np
     for extra in range(0 if drop_last else EXTRA_STEPS + 1):  # a tight epoch may even out only a step later
         if len(items) < wanted + extra * world_size:
             break
-        cut = balanced_cuts(ordered_costs, wanted + extra * world_size, max_cost, max_size, group=world_size)
+        parts = wanted + extra * world_size
+        tight = parts - fewest < TIGHT * parts and extra < EXTRA_STEPS  # one pass, then a step more
+        cut = balanced_cuts(ordered_costs, parts, max_cost, max_size, group=world_size,
+                            passes=1 if tight else BALANCE_PASSES)
         if cut is not None:
             wanted += extra * world_size
             break
