@@ -240,7 +240,7 @@ def balanced_cuts(costs: np.ndarray, parts: int, max_cost: float, max_size: Opti
     limit = count if max_size is None else max_size
     # What an item adds to its batch's padded cost is about the longest item of its batch: half a batch
     # (of about the mean share) before it.
-    per_batch = float(np.sum(costs)) / parts / np.maximum(costs, 1e-300)
+    per_batch = np.minimum(float(np.sum(costs)) / parts / np.maximum(costs, 1e-300), count)
     first = np.maximum(np.arange(count) - (per_batch / 2).astype(np.int64), 0)
     weights = ceiling[first]
     for _ in range(passes):

@@ -125,7 +125,7 @@ def _fewest_batches(ordered_costs: np.ndarray, max_cost: float, max_size: Option
     """Batches that greedy packing of the items in (about) descending cost makes: each batch takes as many
     items as its first, longest one allows (bounded by the longest item from there on)."""
     ceiling = np.maximum.accumulate(ordered_costs[::-1])[::-1]
-    per_batch = np.floor(max_cost / np.maximum(ceiling, 1e-300))
+    per_batch = np.minimum(np.floor(max_cost / np.maximum(ceiling, 1e-300)), len(ordered_costs))
     if max_size is not None:
         per_batch = np.minimum(per_batch, max_size)
     jump = (np.arange(len(ordered_costs)) + np.maximum(per_batch, 1).astype(np.int64)).tolist()

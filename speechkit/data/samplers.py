@@ -274,7 +274,8 @@ class DynamicBatchSampler(_PlannedSampler):
         num_buckets: buckets of about equal total length, estimated from ``lengths`` (default: about one
             bucket per four batches of the epoch, at most 100). Exclusive with ``bucket_boundaries``.
         bucket_boundaries: explicit ascending upper bounds; longer items go to one more, last bucket.
-        shuffle: shuffle the items inside each bucket per (seed, epoch); otherwise shortest first.
+        shuffle: shuffle the items inside each bucket per (seed, epoch), otherwise shortest first; with
+            several ranks, items within 1% of each other's length in random order per (seed, epoch).
         batch_ordering: order of the steps: ``"random"`` (per (seed, epoch)), ``"ascending"`` or
             ``"descending"`` by the longest item.
         max_batch_size: optional cap on items per batch.

@@ -153,6 +153,17 @@ def test_items_repeat_only_when_there_are_fewer_items_than_batches_needed():
     assert Counter(check_steps(few, np.array([1.0, 2.0, 3.0]), 100.0, 5)) == {0: 2, 1: 2, 2: 1}
 
 
+@pytest.mark.parametrize("world_size", [1, 4])
+def test_items_of_length_zero_are_batched_like_any_other(world_size):
+    lengths = np.concatenate([np.zeros(30), lognormal(200, 40.0, seed=4)])
+    per_rank = [list(DynamicBatchSampler(lengths, 40.0, world_size=world_size, rank=rank, max_batch_size=16))
+                for rank in range(world_size)]
+    assert len({len(batches) for batches in per_rank}) == 1
+    batches = [batch for batches in per_rank for batch in batches]
+    assert sorted(index for batch in batches for index in batch) == list(range(len(lengths)))
+    assert all(len(batch) <= 16 and padded(batch, lengths) <= 40.0 for batch in batches)
+
+
 def test_greedy_cuts_match_pack_greedy():
     rng = np.random.default_rng(0)
     for trial in range(30):
