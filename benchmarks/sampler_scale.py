@@ -133,7 +133,8 @@ def main(argv=None) -> int:
     header = ["world size", "steps", "fill mean", "fill min", "spread", "steps > 1.2", "length spread",
               "plan s", "peak MB"]
     if old:
-        header += [f"{args.baseline}: steps", "fill mean", "fill min", "spread", "plan s", "fill ratio"]
+        header += [f"{args.baseline}: steps", "fill mean", "fill min", "spread", "plan s", "peak MB",
+                   "fill ratio"]
     print("| " + " | ".join(header) + " |")
     print("|" + " --- |" * len(header))
     for row in rows:
@@ -147,7 +148,7 @@ def main(argv=None) -> int:
         if old:
             was = old[row["world_size"]]
             cells += [f"{was['steps']:,}", f"{was['fill_mean']:.3f}", f"{was['fill_min']:.3f}",
-                      f"{was['spread']:.3f}", f"{was['plan_s']:.2f}",
+                      f"{was['spread']:.3f}", f"{was['plan_s']:.2f}", f"{was['peak_mb']:.0f}",
                       f"{row['fill_mean'] / was['fill_mean']:.2f}x"]
         print("| " + " | ".join(cells) + " |")
     return 0
