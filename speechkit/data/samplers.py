@@ -32,8 +32,9 @@ import numpy as np
 from speechkit.data import buckets
 from speechkit.data.buckets import SORTS, check_lengths, check_max_batch_size, padding_stats, sorted_order
 from speechkit.data.eval_sampler import EvalBatchSampler
+from speechkit.data.length_steps import deal_length_ordered
 from speechkit.data.sampler_state import STATE_VERSION, check_state, decode_mask, encode_mask
-from speechkit.data.sharding import Step, check_rank, deal_buckets, deal_fixed
+from speechkit.data.sharding import Step, check_rank, deal_fixed
 from speechkit.errors import DataError
 
 logger = logging.getLogger(__name__)
@@ -264,7 +265,8 @@ class FixedBatchSampler(_PlannedSampler):
 
 
 class DynamicBatchSampler(_PlannedSampler):
-    """Training batches capped by padded length, each step's batches drawn from one length bucket.
+    """Training batches capped by padded length, each step's batches of neighbouring lengths, full at any
+    world size.
 
     Arguments:
         lengths: one length per item, in any unit (seconds, frames, tokens).
@@ -272,28 +274,31 @@ class DynamicBatchSampler(_PlannedSampler):
         num_buckets: buckets of about equal total length, estimated from ``lengths`` (default: about one
             bucket per four batches of the epoch, at most 100). Exclusive with ``bucket_boundaries``.
         bucket_boundaries: explicit ascending upper bounds; longer items go to one more, last bucket.
-        shuffle: shuffle the items inside each bucket per (seed, epoch); otherwise shortest first.
+        shuffle: shuffle the items inside each bucket per (seed, epoch), otherwise shortest first; with
+            several ranks, items within 1% of each other's length in random order per (seed, epoch).
         batch_ordering: order of the steps: ``"random"`` (per (seed, epoch)), ``"ascending"`` or
             ``"descending"`` by the longest item.
         max_batch_size: optional cap on items per batch.
-        drop_last: drop each bucket's items that do not make whole steps (of ``world_size`` batches), instead
-            of re-cutting the bucket into slightly smaller batches; with one rank nothing is dropped.
+        drop_last: drop the items of the ``N mod world_size`` least-filled batches of the epoch (``N``
+            batches packed), instead of sharing them out over slightly smaller batches; with one rank
+            nothing is dropped.
         length_cost: ``None`` (cost = length), a number ``q`` (cost = length + length^2/q, for attention), or
             a callable; long items then make smaller batches.
         pool_batches: with ``shuffle``, each bucket's shuffled items are sorted by length in pools of about
             this many batches before packing: batches stay random from epoch to epoch but hold items of
             nearly equal length (0 or 1 turns pooling off).
 
-    Every batch of the epoch is planned globally, then each bucket's batches are dealt ``world_size`` at a
-    time, so all ranks of a step work on items of the same bucket; see
-    :func:`speechkit.data.sharding.deal_buckets` for how buckets are made to divide evenly.
+    The epoch is packed once, globally, bucket by bucket; with one rank those batches are the steps. With
+    ``world_size`` ranks the epoch's items are re-cut in length order into a whole number of steps of
+    ``world_size`` batches of about equal padded cost, each step holding neighbouring lengths; see
+    :mod:`speechkit.data.length_steps`.
 
     Example:
         >>> lengths = [2.0, 2.5, 8.0, 7.5, 3.0, 9.0, 2.2, 8.8]
         >>> ranks = [DynamicBatchSampler(lengths, max_batch_length=16.0, num_buckets=2, world_size=2, rank=r)
         ...          for r in (0, 1)]
-        >>> [list(sampler) for sampler in ranks]  # step 1 from bucket 0 (<= 8 s), step 2 from bucket 1
-        [[[0, 6, 1, 4], [7]], [[3, 2], [5]]]
+        >>> [list(sampler) for sampler in ranks]  # a step of 9 and 8.8 padded s, then one of 16 and 12
+        [[[5], [2, 3]], [[7], [4, 1, 6, 0]]]
     """
 
     def __init__(self, lengths: Sequence[float], max_batch_length: float, num_buckets: Optional[int] = None,
@@ -316,6 +321,7 @@ class DynamicBatchSampler(_PlannedSampler):
         self.max_batch_size = max_batch_size
         self.shuffle, self.batch_ordering, self.drop_last = bool(shuffle), batch_ordering, bool(drop_last)
         self.cost = buckets.cost_function(length_cost)
+        self._costs = buckets.item_costs(array, self.cost)
         self._check_items_fit()
         self.bucket_boundaries = self._boundaries(num_buckets, bucket_boundaries)
         bucket_of = buckets.assign_buckets(array, self.bucket_boundaries)
@@ -326,10 +332,10 @@ class DynamicBatchSampler(_PlannedSampler):
     def _check_items_fit(self) -> None:
         if self.num_items == 0:
             return
-        longest = int(np.argmax(self.lengths))
-        cost = self.cost(self.lengths[longest])
+        longest = int(np.argmax(self._costs))
+        cost = float(self._costs[longest])
         if cost > self.max_batch_length:
-            too_long = sum(self.cost(length) > self.max_batch_length for length in self.lengths)
+            too_long = int(np.count_nonzero(self._costs > self.max_batch_length))
             raise DataError(f"{too_long} item(s) cost more than max_batch_length={self.max_batch_length:g} "
                             f"alone (e.g. item {longest}: length {self.lengths[longest]:g}, cost {cost:g}); "
                             "filter them out (dataset.filtered_sorted(key_max_value=...)) or raise "
@@ -344,7 +350,7 @@ class DynamicBatchSampler(_PlannedSampler):
                 raise DataError(f"bucket_boundaries must be positive and strictly ascending, got {bounds}")
             return bounds
         if num_buckets is None:
-            num_buckets = buckets.default_num_buckets(self.lengths, self.max_batch_length, self.cost)
+            num_buckets = buckets.default_num_buckets(self._costs, self.max_batch_length)
         elif isinstance(num_buckets, bool) or not isinstance(num_buckets, int) or num_buckets < 1:
             raise DataError(f"num_buckets must be a positive int, got {num_buckets!r}")
         return buckets.equal_total_boundaries(self.lengths, num_buckets) or [self.max_batch_length]
@@ -357,7 +363,15 @@ class DynamicBatchSampler(_PlannedSampler):
 
     def _plan(self, remaining: Optional[np.ndarray]) -> list:
         rng = np.random.default_rng([self.seed, self.epoch])
-        sequences = []
+        if self.world_size > 1 and not self.drop_last:
+            # several ranks cut the epoch in length order (speechkit.data.length_steps): no packing needed
+            items = np.concatenate(self._bucket_items)
+            if remaining is not None:
+                items = items[remaining[items]]
+            steps = deal_length_ordered(items, None, self._costs, self.world_size, self.max_batch_length,
+                                        self.max_batch_size, rng=rng if self.shuffle else None)
+            return self._ordered(steps, rng)
+        sequences, cuts, offset = [], [np.zeros(1, dtype=np.int64)], 0
         for items in self._bucket_items:
             if self.shuffle:
                 items = self._pool_sorted(rng.permutation(items))
@@ -365,14 +379,14 @@ class DynamicBatchSampler(_PlannedSampler):
                 items = items[np.argsort(self.lengths[items], kind="stable")]
             if remaining is not None:
                 items = items[remaining[items]]
-            sequences.append(items.tolist())
-        lengths, cost, budget, cap = self.lengths, self.cost, self.max_batch_length, self.max_batch_size
-        steps = deal_buckets(
-            sequences,
-            pack=lambda items: buckets.pack_greedy(items, lengths, cost, budget, cap),
-            resplit=lambda items, batches, target: buckets.resplit(items, batches, target, lengths, cost,
-                                                                   budget, cap),
-            world_size=self.world_size, drop_last=self.drop_last)
+            # each bucket packed on its own, so with one process no batch mixes two buckets
+            bucket_cuts = buckets.greedy_cuts(self._costs[items], self.max_batch_length, self.max_batch_size)
+            sequences.append(items)
+            cuts.append(bucket_cuts[1:] + offset)
+            offset += len(items)
+        steps = deal_length_ordered(np.concatenate(sequences), np.concatenate(cuts), self._costs,
+                                    self.world_size, self.max_batch_length, self.max_batch_size,
+                                    self.drop_last, rng if self.shuffle else None)
         return self._ordered(steps, rng)
 
     def stats(self) -> dict:
@@ -397,13 +411,16 @@ class DynamicBatchSampler(_PlannedSampler):
         if self.max_batch_size is not None:
             per_batch = min(per_batch, self.max_batch_size)
         pool = per_batch * self.pool_batches
-        pools = [items[start:start + pool] for start in range(0, items.size, pool)]
-        return np.concatenate([chunk[np.argsort(self.lengths[chunk], kind="stable")] for chunk in pools])
+        whole = items.size - items.size % pool
+        rows = items[:whole].reshape(-1, pool)  # whole pools as rows, sorted in one call
+        rows = np.take_along_axis(rows, np.argsort(self.lengths[rows], axis=1, kind="stable"), axis=1)
+        tail = items[whole:]
+        return np.concatenate([rows.ravel(), tail[np.argsort(self.lengths[tail], kind="stable")]])
 
     def _ordered(self, steps: list, rng: np.random.Generator) -> list:
         if self.batch_ordering == "random":
             return [steps[index] for index in rng.permutation(len(steps))]
-        longest = [max(self.lengths[index] for batch in step.batches for index in batch) for step in steps]
+        longest = [max(float(self.lengths[list(batch)].max()) for batch in step.batches) for step in steps]
         order = np.argsort(longest, kind="stable")
         if self.batch_ordering == "descending":
             order = np.argsort([-value for value in longest], kind="stable")

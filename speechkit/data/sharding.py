@@ -1,8 +1,9 @@
 """Dealing batches to ranks: equal step counts for training, disjoint shards for evaluation.
 
 A training *step* is one batch per rank, all taken from the same stretch of the epoch's global order (for
-dynamic batching: from the same length bucket), so the ranks of a step do about the same work and none waits
-on another's long batch. Every rank gets the same number of steps, which keeps collectives in lockstep.
+dynamic batching: neighbours in length order, see :mod:`speechkit.data.length_steps`), so the ranks of a
+step do about the same work and none waits on another's long batch. Every rank gets the same number of
+steps, which keeps collectives in lockstep.
 
 Tail rule for a fixed batch size ``B`` on ``W`` ranks, ``M`` items left: full steps take ``W * B`` items
 each. The ``R = M mod (W * B)`` items left over are split into ``W`` near-equal batches (one last, smaller
@@ -104,74 +105,3 @@ def shard_round_robin(order: Sequence[int], rank: int, world_size: int) -> list:
         [1, 3]
     """
     return list(order[rank::world_size])
-
-
-def deal_buckets(sequences: Sequence[Sequence[int]], pack, resplit, world_size: int,
-                 drop_last: bool = False) -> list:
-    """Steps whose ``world_size`` batches all come from one bucket, every bucket's items used once.
-
-    Arguments:
-        sequences: per bucket (shortest first), its items in the order they should be batched.
-        pack: ``items -> batches``, a valid packing (e.g. :func:`speechkit.data.buckets.pack_greedy`).
-        resplit: ``(items, batches, target) -> exactly target valid batches`` (see
-            :func:`speechkit.data.buckets.resplit`).
-        drop_last: keep only whole steps of each bucket's packing and drop the items left over, instead of
-            re-cutting the bucket into a multiple of ``world_size`` (slightly smaller) batches.
-
-    A bucket packed into ``n`` batches is re-cut into the next multiple of ``world_size``. A bucket with
-    fewer items than ranks (or whose long items cannot fill whole steps) passes what is left to the next,
-    longer bucket, so short items only ever join longer ones and the budget still holds. The longest bucket
-    has nowhere to pass its items: when it cannot give every rank a batch of each of its steps (a few very
-    long items, many ranks), it joins the bucket below it, and if that is still not enough it takes back
-    the steps planned last. Only when nothing left can fill whole steps (e.g. fewer items than ranks, or
-    ``max_batch_size=1``) does a rank short of an item repeat one.
-    """
-    sequences = [list(sequence) for sequence in sequences]
-    while len(sequences) > 1 and not _fills_whole_steps(sequences[-1], pack, world_size):
-        tail = sequences.pop()
-        sequences[-1] += tail
-    steps: list = []
-    carry: list = []
-    last = len(sequences) - 1
-    for bucket, sequence in enumerate(sequences):
-        items = carry + list(sequence)
-        carry = []
-        if not items:
-            continue
-        batches = pack(items)
-        if drop_last:
-            keep = len(batches) - len(batches) % world_size
-            steps += steps_of(batches[:keep], world_size, bucket)
-            continue
-        if len(items) < world_size and bucket != last:
-            carry = items
-            continue
-        wanted = -(-len(batches) // world_size) * world_size
-        if wanted <= len(items):
-            steps += steps_of(resplit(items, batches, wanted), world_size, bucket)
-        elif bucket != last:
-            keep = len(items) - len(items) % world_size  # a multiple of world_size below len(batches)
-            used = batches[:keep]
-            carry = items[sum(len(batch) for batch in used):]
-            steps += steps_of(used, world_size, bucket)
-        else:
-            # Take back the previous steps until the items can fill whole steps (rarely needed: a few long
-            # items left with a tight budget); repeat items only if even everything left cannot.
-            while wanted > len(items) and steps:
-                items = [index for batch in steps.pop().batches for index in batch] + items
-                batches = pack(items)
-                wanted = -(-len(batches) // world_size) * world_size
-            if wanted <= len(items):
-                steps += steps_of(resplit(items, batches, wanted), world_size, bucket)
-                continue
-            singles = resplit(items, batches, len(items))
-            steps += steps_of(fill_empty(singles + [[]] * (wanted - len(items)), items), world_size, bucket)
-    return steps
-
-
-def _fills_whole_steps(items: list, pack, world_size: int) -> bool:
-    """Whether ``items`` can be cut into a multiple of ``world_size`` non-empty batches within budget."""
-    if not items:
-        return False
-    wanted = -(-len(pack(items)) // world_size) * world_size
-    return wanted <= len(items)

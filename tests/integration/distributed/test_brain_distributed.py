@@ -37,6 +37,26 @@ def test_torchrun_training_sees_every_item_once_per_epoch(tmp_path, processes, m
             f"tr{i:03d}" for i in range(14))
 
 
+def test_torchrun_dynamic_batches_are_full_equal_in_count_and_cover_every_item(tmp_path, processes, make_env,
+                                                                              torchrun_exe):
+    # 40 items of 1-5 s in batches of at most 12 padded seconds, dealt to 3 ranks in steps of neighbouring
+    # lengths (docs/batching.md, Dynamic batching)
+    hparams = write_hparams(tmp_path, n_train=40, dynamic_batching={"max_batch_length": 12.0})
+    group = processes()
+    group.start([torchrun_exe, "--standalone", "--nproc_per_node=3", str(SCRIPT), str(hparams)], make_env())
+    [(code, output, _)] = group.wait()
+    assert code == 0, output
+    out = tmp_path / "out"
+    durations = {f"tr{i:03d}": float(1 + (i * 7) % 5) for i in range(40)}
+    for epoch in (1, 2):
+        files = sorted(out.glob(f"seen/epoch{epoch}.rank*.txt"))
+        per_rank = [path.read_text().splitlines() for path in files]
+        assert len(per_rank) == 3 and len({len(batches) for batches in per_rank}) == 1  # one batch a line
+        batches = [line.split() for batches in per_rank for line in batches]
+        assert collections.Counter(sum(batches, [])) == collections.Counter(list(durations))
+        assert all(len(batch) * max(durations[name] for name in batch) <= 12.0 for batch in batches)
+
+
 def test_brain_rank_raising_mid_epoch_stops_every_rank(tmp_path, processes, make_env, get_port):
     hparams = write_hparams(tmp_path, fail_rank=1, fail_step=2, step_sleep=0.3, n_train=60)
     env = make_env(MASTER_ADDR="127.0.0.1", MASTER_PORT=get_port())

@@ -1,4 +1,4 @@
-"""Samplers under W ranks: equal batch counts, coverage, same-bucket steps, elastic resume, eval shards."""
+"""Samplers under W ranks: equal batch counts, coverage, length-ordered steps, elastic resume, eval shards."""
 from __future__ import annotations
 
 import itertools
@@ -7,7 +7,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from speechkit.data import buckets
+from speechkit.data.length_steps import LENGTH_GRAIN
 from speechkit.data.samplers import DynamicBatchSampler, EvalBatchSampler, FixedBatchSampler
 from speechkit.data.sharding import deal_fixed, shard_round_robin
 from speechkit.errors import DataError
@@ -49,14 +49,15 @@ def test_ranks_yield_equal_batch_counts_and_cover_every_item_once(kind, world_si
 
 
 @pytest.mark.parametrize("world_size", [2, 3, 4])
-def test_dynamic_steps_draw_every_rank_from_the_same_bucket(world_size):
-    samplers = all_ranks("dynamic", world_size, epoch=1)
-    bucket_of = buckets.assign_buckets(LENGTHS, samplers[0].bucket_boundaries)
+def test_dynamic_steps_hold_neighbouring_lengths(world_size):
+    samplers = all_ranks("dynamic", world_size, epoch=1, batch_ordering="descending")
     per_rank = [list(sampler) for sampler in samplers]
-    for step in zip(*per_rank):
-        assert len({int(bucket_of[index]) for batch in step for index in batch}) == 1
-        for batch in step:
-            assert len(batch) * LENGTHS[batch].max() <= 50.0
+    steps = [[LENGTHS[batch] for batch in step] for step in zip(*per_rank)]
+    for step, following in zip(steps, steps[1:]):  # items of a step are all at least those of the next
+        shortest = min(batch.min() for batch in step)
+        assert shortest * (1 + LENGTH_GRAIN) >= max(batch.max() for batch in following)
+    for step in steps:
+        assert all(len(batch) * batch.max() <= 50.0 for batch in step)
 
 
 def test_tiny_buckets_pass_their_items_to_the_next_bucket():
