@@ -30,6 +30,7 @@ from typing import Any, Optional
 import torch
 
 from speechkit import distributed
+from speechkit.checkpoint_averaging import average_checkpoint_files, best_checkpoints
 from speechkit.distributed.signals import PreemptionHandler, any_rank
 from speechkit.engine.accumulation import (
     describe_effective_batch,
@@ -170,7 +171,8 @@ class Brain:
         return None
 
     def on_evaluate_start(self, max_key: Optional[str] = None, min_key: Optional[str] = None) -> None:
-        """Load the best checkpoint (by ``min_key``/``max_key``; the newest without a key)."""
+        """Load the best checkpoint (by ``min_key``/``max_key``; the newest without a key); with
+        ``--average_checkpoints N``, then the average of the N best checkpoints' module weights."""
         if self.checkpointer is not None:
             found = self.checkpointer.recover_if_possible(min_key=min_key, max_key=max_key)
             if found is None:
@@ -178,6 +180,18 @@ class Brain:
                     "No checkpoint to evaluate in %s; evaluating the current weights",
                     self.checkpointer.checkpoints_dir,
                 )
+            elif self.run_opts.average_checkpoints > 1:
+                self._load_average(self.run_opts.average_checkpoints, min_key, max_key)
+
+    def _load_average(self, num: int, min_key: Optional[str], max_key: Optional[str]) -> None:
+        modules = {n: m for n, m in self.checkpointer.recoverables.items() if isinstance(m, torch.nn.Module)}
+        chosen = best_checkpoints(self.checkpointer.checkpoints_dir, num, min_key, max_key)
+        if len(chosen) < num:
+            logger.warning("Averaging %d checkpoints, not %d: keep more (ckpt_keep)", len(chosen), num)
+        names = [name for name in modules if (chosen[0].path / f"{name}.ckpt").is_file()]
+        for name, state in average_checkpoint_files(chosen, names).items():
+            modules[name].load_state_dict(state)
+        logger.info("Evaluating the average of %s", ", ".join(c.path.name for c in chosen))
 
     def on_fit_batch_start(self, batch: Any) -> None:
         """Called before each training batch (on the device already)."""

@@ -88,6 +88,9 @@ class RunOptions:
         0, "Save an intra-epoch checkpoint every this many optimizer steps; 0: off."
     )
     ckpt_keep: int = _opt(1, "End-of-epoch checkpoints kept: the best this many by validation loss.")
+    average_checkpoints: int = _opt(
+        1, "Evaluate the average of this many best checkpoints (keep at least as many: ckpt_keep)."
+    )
     # Debugging, logging, progress
     debug: bool = _opt(False, "Run a few batches of a few epochs to check that everything runs.")
     debug_batches: int = _opt(2, "Batches per stage with --debug.")
