@@ -30,7 +30,7 @@ from typing import Any, Optional
 import torch
 
 from speechkit import distributed
-from speechkit.checkpoint_averaging import average_checkpoint_files, best_checkpoints
+from speechkit.checkpoint_averaging import load_average
 from speechkit.distributed.signals import PreemptionHandler, any_rank
 from speechkit.engine.accumulation import (
     describe_effective_batch,
@@ -181,17 +181,7 @@ class Brain:
                     self.checkpointer.checkpoints_dir,
                 )
             elif self.run_opts.average_checkpoints > 1:
-                self._load_average(self.run_opts.average_checkpoints, min_key, max_key)
-
-    def _load_average(self, num: int, min_key: Optional[str], max_key: Optional[str]) -> None:
-        modules = {n: m for n, m in self.checkpointer.recoverables.items() if isinstance(m, torch.nn.Module)}
-        chosen = best_checkpoints(self.checkpointer.checkpoints_dir, num, min_key, max_key)
-        if len(chosen) < num:
-            logger.warning("Averaging %d checkpoints, not %d: keep more (ckpt_keep)", len(chosen), num)
-        names = [name for name in modules if (chosen[0].path / f"{name}.ckpt").is_file()]
-        for name, state in average_checkpoint_files(chosen, names).items():
-            modules[name].load_state_dict(state)
-        logger.info("Evaluating the average of %s", ", ".join(c.path.name for c in chosen))
+                load_average(self.checkpointer, self.run_opts.average_checkpoints, min_key, max_key)
 
     def on_fit_batch_start(self, batch: Any) -> None:
         """Called before each training batch (on the device already)."""

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Optional
@@ -34,6 +35,8 @@ import torch
 
 from speechkit.checkpoints import SUFFIX, Checkpoint, Checkpointer
 from speechkit.errors import CheckpointError
+
+logger = logging.getLogger(__name__)
 
 
 def best_checkpoints(
@@ -109,6 +112,20 @@ def average_checkpoint_files(
             path = checkpoints[0].path / f"{name}{SUFFIX}"
             raise CheckpointError(f"{path}: not a name -> tensor weights file")
     return averaged
+
+
+def load_average(checkpointer: Checkpointer, num: int, min_key: Optional[str] = None,
+                 max_key: Optional[str] = None) -> list:
+    """Load into the checkpointer's modules the average of its ``num`` best checkpoints; returns them."""
+    modules = {n: m for n, m in checkpointer.recoverables.items() if isinstance(m, torch.nn.Module)}
+    chosen = best_checkpoints(checkpointer.checkpoints_dir, num, min_key, max_key)
+    if len(chosen) < num:
+        logger.warning("Averaging %d checkpoints, not %d: keep more (ckpt_keep)", len(chosen), num)
+    names = [name for name in modules if (chosen[0].path / f"{name}{SUFFIX}").is_file()]
+    for name, state in average_checkpoint_files(chosen, names).items():
+        modules[name].load_state_dict(state)
+    logger.info("Evaluating the average of %s", ", ".join(c.path.name for c in chosen))
+    return chosen
 
 
 def _load(path: Path) -> dict:
