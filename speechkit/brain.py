@@ -30,15 +30,21 @@ from typing import Any, Optional
 import torch
 
 from speechkit import distributed
+from speechkit.checkpoint_averaging import load_average
 from speechkit.distributed.signals import PreemptionHandler, any_rank
-from speechkit.engine.accumulation import describe_effective_batch, resolve_accumulation
+from speechkit.engine.accumulation import (
+    describe_effective_batch,
+    resolve_accumulation,
+    total_optimizer_steps,
+)
 from speechkit.engine.loaders import batch_items, build_loader, describe_data, move_to
-from speechkit.engine.modules import gradient_sync, training_modules
+from speechkit.engine.modules import freeze_modules, gradient_sync, trainable_parameters, training_modules
 from speechkit.engine.optimization import OptimizationStep
 from speechkit.engine.precision import Precision
 from speechkit.engine.progress import ProgressBar, StageStats, TrainLog, summary_line
 from speechkit.engine.resume import optimizer_hyperparameters, reconcile_optimizers
 from speechkit.engine.rng import RandomStates
+from speechkit.engine.tensorboard import TensorBoardLog
 from speechkit.errors import EXIT_PREEMPTED, DataError
 from speechkit.run_options import RunOptions
 from speechkit.stage import Stage
@@ -57,6 +63,15 @@ class Brain:
         run_opts: :class:`~speechkit.run_options.RunOptions` (or a dict of option values).
         checkpointer: a :class:`~speechkit.checkpoints.Checkpointer`; Brain adds the optimizer, scaler,
             scheduler, epoch counter, train loader, RNG states and its own counters to it.
+        trainable_modules: names of the modules that learn (default: the hparams key ``trainable_modules``,
+            else all). The others are frozen: out of the optimizer, never DDP-wrapped, and in eval mode
+            while training (no dropout, no running statistics updated), so their weights stay bit-identical.
+        lr_scheduler: a scheduler of :mod:`speechkit.schedulers` (default: the hparams key ``lr_scheduler``).
+            A schedule needing the run's length gets its total optimizer steps when ``fit`` starts.
+
+    Hooks a subclass may override: ``on_fit_start``, ``init_optimizers``, ``on_stage_start``,
+    ``on_stage_end``, ``on_evaluate_start``, ``on_fit_batch_start(batch)`` and
+    ``on_fit_batch_end(batch, outputs, loss, should_step)``.
     """
 
     def __init__(
@@ -66,6 +81,8 @@ class Brain:
         hparams: Optional[dict] = None,
         run_opts: Any = None,
         checkpointer: Any = None,
+        trainable_modules: Optional[list] = None,
+        lr_scheduler: Any = None,
     ):
         hparams = dict(hparams or {})
         if run_opts is None:
@@ -79,6 +96,11 @@ class Brain:
         self.device = self.context.device
         self.modules = torch.nn.ModuleDict(modules or {}).to(self.device)
         self._raw_modules = self.modules  # evaluation always runs on these (never DDP-wrapped)
+        self._wrapped: Optional[torch.nn.ModuleDict] = None  # the training view, built at fit start
+        if trainable_modules is None:
+            trainable_modules = hparams.get("trainable_modules")
+        self.trainable_modules = freeze_modules(self._raw_modules, trainable_modules)
+        self._all_trainable = trainable_modules is None
         self.opt_class = opt_class
         self.checkpointer = checkpointer
         self.precision = Precision(self.run_opts.precision, self.device)
@@ -86,7 +108,8 @@ class Brain:
         self.optimizer = None
         self.optimizers_dict: dict = {}
         self.optimization: Optional[OptimizationStep] = None
-        self.lr_scheduler = hparams.get("lr_scheduler")
+        self.lr_scheduler = lr_scheduler if lr_scheduler is not None else hparams.get("lr_scheduler")
+        self.total_optimizer_steps: Optional[int] = None  # of the whole run; known when fit starts
         self.step = 0  # batches done in the current stage
         self.optimizer_steps = 0
         self.train_position = 0  # batches of the current training epoch done (0 between epochs)
@@ -94,6 +117,16 @@ class Brain:
         self.rng_states = RandomStates()
         self.preemption = PreemptionHandler(device=self.device)
         self.train_log = TrainLog(self._train_log_path(hparams), self.context.is_main)
+        self.tensorboard = TensorBoardLog(self.run_opts.tensorboard, self.context.is_main)
+        self.train_loader: Any = None
+        self.valid_loader: Any = None
+        self.epoch_counter: Any = None
+        self.lr_in_epoch: Optional[float] = None
+        self.train_loss: Optional[float] = None
+        self.train_metrics: Optional[dict] = None
+        self._recovered_optimization: dict = {}
+        self._saves_mark = 0  # checkpoint saves counted before on_stage_end: did the hook save one?
+        self._last_ckpt_clock = time.monotonic()
         self._last_in_epoch = False
         self._stop = False
 
@@ -127,9 +160,14 @@ class Brain:
             self.rng_states.forget_pending()  # recovered between epochs: nothing to re-align later
 
     def init_optimizers(self) -> None:
-        """Build ``self.optimizer`` from ``opt_class``; override to build several (in ``optimizers_dict``)."""
+        """Build ``self.optimizer`` from ``opt_class`` over the trainable modules' parameters; override to
+        build several (in ``optimizers_dict``)."""
         if self.opt_class is not None:
-            self.optimizer = self.opt_class(self._raw_modules.parameters())
+            if self._all_trainable:
+                params = list(self._raw_modules.parameters())
+            else:
+                params = trainable_parameters(self._raw_modules, self.trainable_modules)
+            self.optimizer = self.opt_class(params)
             self.optimizers_dict = {"optimizer": self.optimizer}
 
     def on_stage_start(self, stage: Stage, epoch: Optional[int] = None) -> None:
@@ -144,7 +182,8 @@ class Brain:
         return None
 
     def on_evaluate_start(self, max_key: Optional[str] = None, min_key: Optional[str] = None) -> None:
-        """Load the best checkpoint (by ``min_key``/``max_key``; the newest without a key)."""
+        """Load the best checkpoint (by ``min_key``/``max_key``; the newest without a key); with
+        ``--average_checkpoints N``, then the average of the N best checkpoints' module weights."""
         if self.checkpointer is not None:
             found = self.checkpointer.recover_if_possible(min_key=min_key, max_key=max_key)
             if found is None:
@@ -152,24 +191,39 @@ class Brain:
                     "No checkpoint to evaluate in %s; evaluating the current weights",
                     self.checkpointer.checkpoints_dir,
                 )
+            elif self.run_opts.average_checkpoints > 1:
+                load_average(self.checkpointer, self.run_opts.average_checkpoints, min_key, max_key)
+
+    def on_fit_batch_start(self, batch: Any) -> None:
+        """Called before each training batch (on the device already)."""
+
+    def on_fit_batch_end(self, batch: Any, outputs: Any, loss: torch.Tensor, should_step: bool) -> None:
+        """Called after each training batch with ``compute_forward``'s outputs and the (detached) loss;
+        ``should_step`` says whether this batch closed an accumulation cycle (the optimizer stepped)."""
 
     # --- batches ------------------------------------------------------------------------------------------
     def fit_batch(self, batch: Any) -> torch.Tensor:
         """Forward, backward and, closing an accumulation cycle, an optimizer step; returns the loss."""
         batch = move_to(batch, self.device)
+        self.on_fit_batch_start(batch)
         final = self.optimization.is_final_micro_batch(self._last_in_epoch)
         with self._gradient_sync(final):
             with self.precision.autocast():
                 predictions = self.compute_forward(batch, Stage.TRAIN)
                 loss = self.compute_objectives(predictions, batch, Stage.TRAIN)
             self.optimization.backward(loss)
+        loss = loss.detach()
+        self.tensorboard.micro_batch_loss(loss)
         if final:
             self.optimizer_step()
-        return loss.detach()
+        self.on_fit_batch_end(batch, predictions, loss, final)
+        return loss
 
     def optimizer_step(self) -> None:
+        lr = self._current_lr()  # the rate this step used
         self.optimization.step()
         self.optimizer_steps += 1
+        self.tensorboard.step_values(self.optimizer_steps, lr)
         if self.lr_scheduler is not None and getattr(self.lr_scheduler, "interval", None) == "batch":
             self.lr_scheduler.step(self.optimizer)
 
@@ -183,10 +237,8 @@ class Brain:
 
     # --- loops --------------------------------------------------------------------------------------------
     def make_dataloader(self, data: Any, stage: Stage, loader_kwargs: Optional[dict] = None) -> Any:
-        seed = self.run_opts.seed if self.run_opts.seed is not None else getattr(self.hparams, "seed", 0)
-        return build_loader(
-            data, stage, loader_kwargs, self.context.rank, self.context.world_size, int(seed or 0)
-        )
+        seed = int(self.run_opts.seed or 0)
+        return build_loader(data, stage, loader_kwargs, self.context.rank, self.context.world_size, seed)
 
     def fit(
         self,
@@ -215,6 +267,7 @@ class Brain:
             self.run_opts.global_batch_size,
             self.run_opts.global_batch_seconds,
         )
+        self._set_schedule_length(accumulation)
         self.on_fit_start()
         self.optimization = OptimizationStep(
             self.optimizers_dict,
@@ -225,7 +278,7 @@ class Brain:
             self.run_opts.skip_nonfinite_grads,
             self.context.world_size > 1,
         )
-        self.optimization.load_state_dict(getattr(self, "_recovered_optimization", {}))
+        self.optimization.load_state_dict(self._recovered_optimization)
         if (
             self.lr_scheduler is not None
             and self.optimizer is not None
@@ -236,7 +289,7 @@ class Brain:
             "Effective batch: %s",
             describe_effective_batch(self.context.world_size, train_loader_kwargs, accumulation),
         )
-        with self.preemption:
+        with self.preemption, self.tensorboard:
             for epoch in epoch_counter:
                 self._train_stage(epoch)
                 self._end_of_epoch(epoch)
@@ -247,6 +300,9 @@ class Brain:
     def _train_stage(self, epoch: int) -> None:
         self.modules = self._wrapped_modules
         self.modules.train()
+        for name, module in self._raw_modules.items():
+            if name not in self.trainable_modules:
+                module.eval()  # frozen: no dropout, no running statistics updated
         resuming = self.train_position > 0
         if not resuming:
             self.train_stats = StageStats()
@@ -291,6 +347,7 @@ class Brain:
         self.train_log.write(
             summary_line("train", epoch, loss, self.train_stats.duration, self.lr_in_epoch, metrics)
         )
+        self.tensorboard.stage_values("train", epoch, loss, metrics)
         self.train_loss, self.train_metrics = loss, metrics
 
     def _after_optimizer_step(self, epoch: int) -> bool:
@@ -331,11 +388,10 @@ class Brain:
             )
             meta = {"loss": loss, **(metrics or {})}
         if self.checkpointer is not None and self._checkpoint_saves() == self._saves_mark:
-            keep = int(getattr(self.hparams, "ckpt_keep", 1))
             self.checkpointer.save_and_keep_only(
                 meta=_numbers(meta),
                 end_of_epoch=True,
-                num_to_keep=keep,
+                num_to_keep=self.run_opts.ckpt_keep,
                 min_keys=["loss"],
                 epoch=epoch,
                 step=self.optimizer_steps,
@@ -385,17 +441,34 @@ class Brain:
             self._saves_mark = self._checkpoint_saves()
         metrics = self.on_stage_end(stage, loss, epoch)
         self.train_log.write(summary_line(stage.value, epoch, loss, stats.duration, None, metrics))
+        self.tensorboard.stage_values(stage.value, epoch, loss, metrics)
         return loss, metrics
 
     # --- plumbing -----------------------------------------------------------------------------------------
     @property
     def _wrapped_modules(self) -> torch.nn.ModuleDict:
-        return getattr(self, "_wrapped", None) or self._raw_modules
+        return self._wrapped if self._wrapped is not None else self._raw_modules
 
     def _compile_and_wrap(self) -> None:
-        names = getattr(self.hparams, "compile_modules", None)
-        self._wrapped = training_modules(self._raw_modules, self.dist, self.context, self.run_opts, names)
+        self._wrapped = training_modules(
+            self._raw_modules, self.dist, self.context, self.run_opts, self.run_opts.compile_modules
+        )
         self._last_ckpt_clock = time.monotonic()
+
+    def _set_schedule_length(self, accumulation: int) -> None:
+        """Count the run's optimizer steps (before recovery: the loader's length is then a whole epoch's)
+        and give the count to the LR schedule."""
+        batches, epochs = _length(self.train_loader), getattr(self.epoch_counter, "limit", None)
+        if batches is None or epochs is None:
+            return  # an iterable loader or a custom counter: the schedule must be given its length
+        if self.run_opts.debug:
+            batches = min(batches, self.run_opts.debug_batches)
+            epochs = min(epochs, self.run_opts.debug_epochs)
+        self.total_optimizer_steps = total_optimizer_steps(
+            epochs, batches, accumulation, self.run_opts.optimizer_step_limit
+        )
+        if hasattr(self.lr_scheduler, "set_total_steps"):
+            self.lr_scheduler.set_total_steps(self.total_optimizer_steps)
 
     def _gradient_sync(self, final: bool) -> Any:
         return gradient_sync(self._wrapped_modules, self.dist, final)
@@ -449,8 +522,8 @@ class Brain:
         return self.context.is_main and not self.run_opts.noprogressbar
 
     def _train_log_path(self, hparams: dict) -> Optional[Path]:
-        if isinstance(hparams.get("train_log"), (str, os.PathLike)):
-            return Path(hparams["train_log"])
+        if self.run_opts.train_log:
+            return Path(self.run_opts.train_log)
         if isinstance(hparams.get("output_folder"), (str, os.PathLike)):
             return Path(hparams["output_folder"]) / "train_log.txt"
         return None

@@ -24,6 +24,8 @@ COMMANDS = {
     "prepare-librispeech": ("speechkit.data.librispeech", "Write manifests for a LibriSpeech-layout tree."),
     "fetch": ("speechkit.pretrained.cli_fetch", "Fetch pretrained files (local path, Hub or URL)."),
     "export": ("speechkit.pretrained.export", "Turn a recipe's best checkpoint into a model folder."),
+    "average-checkpoints": ("speechkit.checkpoint_averaging", "Average the weights of the best checkpoints."),
+    "plot-log": ("speechkit.plot_log", "Draw a train_log.txt's loss and metric curves into a PNG."),
     "transcribe": ("speechkit.pretrained.cli_transcribe", "Transcribe audio files with a pretrained model."),
     "separate": ("speechkit.pretrained.cli_separate", "Split recordings into one file per talker."),
     "mixtures": ("speechkit.data.mixtures_cli", "Write speech mixtures (mix/, s1/, s2/) from a manifest."),

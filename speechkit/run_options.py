@@ -49,7 +49,10 @@ class RunOptions:
     )
     eval_precision: str = _opt("fp32", "Precision for validation and test.", PRECISIONS)
     compile: bool = _opt(
-        False, "Compile the modules listed in hparams `compile_modules` (all by default) with torch.compile."
+        False, "Compile the modules listed in `compile_modules` (all by default) with torch.compile."
+    )
+    compile_modules: Optional[list] = _opt(
+        None, "Names of the modules --compile compiles (YAML list or comma-separated); default: all."
     )
     # Optimization
     grad_accumulation_factor: Union[int, str] = _opt(
@@ -91,11 +94,23 @@ class RunOptions:
         "the differences are logged either way.",
         ("checkpoint", "hparams"),
     )
+    ckpt_keep: int = _opt(1, "End-of-epoch checkpoints kept: the best this many by validation loss.")
+    average_checkpoints: int = _opt(
+        1, "Evaluate the average of this many best checkpoints (keep at least as many: ckpt_keep)."
+    )
     # Debugging, logging, progress
     debug: bool = _opt(False, "Run a few batches of a few epochs to check that everything runs.")
     debug_batches: int = _opt(2, "Batches per stage with --debug.")
     debug_epochs: int = _opt(2, "Epochs with --debug.")
     noprogressbar: bool = _opt(False, "Hide the progress bar.")
+    train_log: Optional[str] = _opt(
+        None, "File of one summary line per stage; default: <output_folder>/train_log.txt."
+    )
+    tensorboard: Optional[str] = _opt(
+        None,
+        "Folder for TensorBoard event files (per-step loss and lr, per-stage metrics); "
+        "needs the tensorboard extra. Default: off.",
+    )
     log_config: Optional[str] = _opt(None, "A YAML logging configuration (logging.config.dictConfig format).")
     seed: Optional[int] = _opt(None, "Random seed; overrides the hparams `seed`.")
     test_only: bool = _opt(False, "Skip training; only evaluate the best checkpoint on the test set.")
@@ -199,6 +214,9 @@ def _coerce(f: dataclasses.Field, value: Any, source: str) -> Any:
     try:
         if bool in types:
             result = _to_bool(value)
+        elif list in types:  # a YAML list, or "a,b" from the command line
+            items = value if isinstance(value, (list, tuple)) else str(value).split(",")
+            result = [str(item).strip() for item in items if str(item).strip()]
         elif int in types and str in types:  # int or the word 'auto'
             result = value if value == "auto" else int(value)
         elif int in types:

@@ -9,6 +9,12 @@ as the top-level key ``lr_scheduler``::
         lr_initial: 0.001
         n_warmup_steps: 2500
 
+A schedule that needs the length of the run (``WarmupCosineScheduler`` without ``total_steps``) gets it from
+:class:`speechkit.Brain` when ``fit`` starts, through :meth:`Scheduler.set_total_steps`: the number of
+optimizer steps of the whole run (epochs x optimizer steps per epoch, with the world size and the gradient
+accumulation of this run, ``--grad_accumulation_factor auto`` included). The count is the same when a run
+resumes, so a resumed schedule continues where it stopped.
+
 Example:
     >>> opt = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
     >>> sched = WarmupCosineScheduler(lr_peak=1.0, warmup_steps=2, total_steps=4)
@@ -18,10 +24,13 @@ Example:
 
 from __future__ import annotations
 
+import logging
 import math
 from typing import Optional
 
 import torch
+
+logger = logging.getLogger(__name__)
 
 
 def set_learning_rate(optimizer: torch.optim.Optimizer, lr: float) -> None:
@@ -42,6 +51,10 @@ class Scheduler:
 
     def current_lr(self) -> float:
         return self.lr_for(self.steps)
+
+    def set_total_steps(self, total_steps: int) -> None:
+        """Told by Brain at fit start: the run makes ``total_steps`` optimizer steps. Schedules that do not
+        depend on the run's length ignore it."""
 
     def apply(self, optimizer: torch.optim.Optimizer) -> None:
         """Set the optimizer's rate to the schedule's current value (at fit start and after recovery)."""
@@ -84,18 +97,45 @@ class NoamScheduler(Scheduler):
 
 class WarmupCosineScheduler(Scheduler):
     """Linear warmup from 0 to ``lr_peak`` over ``warmup_steps``, then cosine decay to ``lr_min`` at
-    ``total_steps`` (held there after)."""
+    ``total_steps`` (held there after).
+
+    Leave ``total_steps`` out in a recipe's YAML and Brain fills it in when ``fit`` starts
+    (:meth:`set_total_steps`).
+    """
 
     interval = "batch"
 
-    def __init__(self, lr_peak: float, warmup_steps: int, total_steps: int, lr_min: float = 0.0):
+    def __init__(
+        self, lr_peak: float, warmup_steps: int, total_steps: Optional[int] = None, lr_min: float = 0.0
+    ):
         super().__init__()
-        if total_steps <= warmup_steps:
+        if total_steps is not None and total_steps <= warmup_steps:
             raise ValueError("total_steps must exceed warmup_steps")
         self.lr_peak, self.lr_min = float(lr_peak), float(lr_min)
-        self.warmup_steps, self.total_steps = int(warmup_steps), int(total_steps)
+        self.warmup_steps = self.requested_warmup_steps = int(warmup_steps)
+        self.total_steps = None if total_steps is None else int(total_steps)
+        self.length_from_run = total_steps is None
+
+    def set_total_steps(self, total_steps: int) -> None:
+        """Fit the schedule to a run of ``total_steps`` optimizer steps (unless ``total_steps`` was given).
+
+        The cosine ends one step after the last update, so that the last update still learns (``lr_min``
+        may be 0). A run shorter than four warmups (a smoke test, ``--number_of_epochs 1``) shortens the
+        warmup to a quarter of the run, so that the peak is reached at all.
+        """
+        if not self.length_from_run:
+            return
+        self.total_steps = int(total_steps) + 1
+        self.warmup_steps = min(self.requested_warmup_steps, max(1, self.total_steps // 4))
+        if self.warmup_steps != self.requested_warmup_steps:
+            logger.info("warmup_steps %d -> %d for a run of %d optimizer steps",
+                        self.requested_warmup_steps, self.warmup_steps, total_steps)
 
     def lr_for(self, steps: int) -> float:
+        if self.total_steps is None:
+            raise ValueError(
+                "WarmupCosineScheduler has no total_steps: give it in the YAML, or let Brain.fit set it"
+            )
         s = steps + 1
         if s <= self.warmup_steps:
             return self.lr_peak * s / self.warmup_steps

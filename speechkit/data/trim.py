@@ -24,14 +24,15 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, Optional
 
 import numpy as np
 
+from speechkit import distributed
 from speechkit.cli import name_value
 from speechkit.data.manifest import load_manifest, substitute, write_json_manifest
-from speechkit.errors import AudioError, ManifestError
+from speechkit.errors import AudioError, HparamsError, ManifestError
 
 
 def speech_bounds(wave: np.ndarray, threshold_db: float = -40.0, frame: int = 160,
@@ -170,6 +171,34 @@ def trim_manifest_files(manifests: Mapping[str, str], folder: str,
             write_json_manifest(trim_manifest(rows, replacements, name=path, **options), target)
         written[split] = target
     return written
+
+
+def trim_splits_once(manifests: Mapping[str, str], splits: Iterable[str], folder: str,
+                     replacements: Optional[Mapping[str, str]] = None, margin: Optional[float] = 0.1,
+                     **options: Any) -> dict:
+    """``manifests`` with those of ``splits`` replaced by copies trimmed to the speech and ``margin`` seconds
+    around it, written into ``<folder>/trim_margin-<margin>/`` by the main process only (the others wait,
+    then read the same paths): what a recipe does before building its datasets. ``margin=None`` returns
+    ``manifests`` unchanged (the recordings are read whole). Options as in :func:`trim_manifest`.
+
+    Raises:
+        HparamsError: a split of ``splits`` is not one of ``manifests``.
+
+    Example:
+        >>> trim_splits_once({"train": "data/train.json", "test": "data/test.json"},  # doctest: +SKIP
+        ...                  ["train"], "results/manifests", {"data_root": "data"}, margin=0.1)
+        {'train': 'results/manifests/trim_margin-0.1/train.json', 'test': 'data/test.json'}
+    """
+    if margin is None:
+        return dict(manifests)
+    unknown = sorted(set(splits) - set(manifests))
+    if unknown:
+        raise HparamsError(f"trim_splits: no split {unknown[0]!r} (the splits are {sorted(manifests)})")
+    chosen = {split: manifests[split] for split in splits}
+    folder = os.path.join(folder, f"trim_margin-{margin}")  # a copy made with another margin is not reused
+    trimmed = distributed.run_on_main(trim_manifest_files, args=(chosen, folder, replacements),
+                                      kwargs={"margin": margin, **options})
+    return {**manifests, **distributed.broadcast_object(trimmed)}
 
 
 def _segment_of(job: tuple) -> tuple:

@@ -16,6 +16,7 @@ from speechkit.decoding.ctc import (
 )
 from speechkit.decoding.ctc_prefix_score import CTCPrefixScorer, CTCPrefixState
 from speechkit.decoding.lexicon import Lexicon
+from speechkit.decoding.search import SEARCHES, decode
 
 __all__ = [
     "AttentionBeamSearch",
@@ -23,7 +24,9 @@ __all__ = [
     "CTCPrefixScorer",
     "CTCPrefixState",
     "Lexicon",
+    "SEARCHES",
     "PrefixLanguageModelScores",
     "ctc_greedy_decode",
     "ctc_prefix_beam_search",
+    "decode",
 ]

@@ -7,7 +7,7 @@ The score of a hypothesis ``y`` is
 
 accumulated token by token. All utterances of a batch are searched together (one decoder call per step for
 every hypothesis), but each utterance keeps its own beam, its own finished list and its own stopping rule, so
-its result is the one it would get alone (DESIGN contract 2).
+its result is the one it would get alone (docs/design.md, contract 2).
 
 Example:
     >>> from speechkit.models import TransformerDecoder

@@ -55,6 +55,20 @@ class Lexicon:
         word_start = [i for i, piece in enumerate(pieces) if piece.startswith(WORD_START_MARK)]
         return cls((tokenizer.encode(word) for word in sorted(set(words))), word_start)
 
+    @classmethod
+    def from_manifest(cls, manifest: str, tokenizer, replacements: Optional[dict] = None,
+                      text_field: str = "text") -> Lexicon:
+        """The words of a manifest's transcripts (``text_field`` split on white space) as ``tokenizer``
+        spells them: the closed vocabulary of a training set.
+
+        Example:
+            >>> lexicon = Lexicon.from_manifest("data/train.json", tokenizer)  # doctest: +SKIP
+        """
+        from speechkit.data.manifest import load_manifest
+
+        rows = load_manifest(manifest, replacements, check_files=False).values()
+        return cls.from_tokenizer(tokenizer, {word for row in rows for word in str(row[text_field]).split()})
+
     def extend(self, partial: tuple[int, ...], token: int) -> Optional[tuple[int, ...]]:
         """The unfinished word after appending ``token`` to a hypothesis whose unfinished word is ``partial``.
 

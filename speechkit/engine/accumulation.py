@@ -79,3 +79,28 @@ def describe_effective_batch(world_size: int, loader_kwargs: Optional[dict], acc
             f"{world_size * seconds * accumulation:g}s of audio per optimizer step"
         )
     return f"{world_size} process(es) x loader batches x {accumulation} accumulation"
+
+
+def optimizer_steps_per_epoch(batches_per_epoch: int, accumulation: int) -> int:
+    """Optimizer steps in an epoch of ``batches_per_epoch`` micro-batches (per process): an epoch ending in
+    the middle of a cycle still steps on what it accumulated.
+
+    Example:
+        >>> optimizer_steps_per_epoch(10, 4)
+        3
+    """
+    return max(1, -(-int(batches_per_epoch) // int(accumulation)))
+
+
+def total_optimizer_steps(
+    epochs: int, batches_per_epoch: int, accumulation: int, step_limit: Optional[int] = None
+) -> int:
+    """The optimizer steps of a whole run (every epoch of the counter, from the first), capped by
+    ``step_limit`` (``--optimizer_step_limit``).
+
+    Example:
+        >>> total_optimizer_steps(epochs=6, batches_per_epoch=40, accumulation=4)
+        60
+    """
+    total = int(epochs) * optimizer_steps_per_epoch(batches_per_epoch, accumulation)
+    return min(total, int(step_limit)) if step_limit else total

@@ -14,6 +14,8 @@ from typing import Any, Optional
 
 import torch
 
+from speechkit.errors import HparamsError
+
 
 def training_modules(
     modules: torch.nn.ModuleDict, dist: Any, context: Any, run_opts: Any, compile_names: Optional[list] = None
@@ -38,3 +40,38 @@ def gradient_sync(modules: torch.nn.ModuleDict, dist: Any, final: bool) -> conte
         for module in modules.values():
             stack.enter_context(dist.no_sync(module))
     return stack
+
+
+def freeze_modules(modules: torch.nn.ModuleDict, trainable: Optional[Any]) -> frozenset:
+    """Freeze every module not named in ``trainable``; returns the names of the modules that learn.
+
+    ``None`` keeps every module as it is (all of them learn). A frozen module gets ``requires_grad=False``
+    on all its parameters, so the optimizer never sees it (not even weight decay touches it) and it is never
+    wrapped in DistributedDataParallel (no unused-parameter error for a module that gets no gradient). A
+    trainable module keeps its parameters' own ``requires_grad``.
+
+    Example:
+        >>> modules = torch.nn.ModuleDict({"a": torch.nn.Linear(1, 1), "b": torch.nn.Linear(1, 1)})
+        >>> freeze_modules(modules, ["a"]), modules["b"].weight.requires_grad
+        (frozenset({'a'}), False)
+    """
+    if trainable is None:
+        return frozenset(modules)
+    if isinstance(trainable, str):
+        trainable = [trainable]
+    names = frozenset(trainable)
+    unknown = names - set(modules)
+    if unknown:
+        raise HparamsError(
+            f"trainable_modules names unknown modules {sorted(unknown)}; known: {sorted(modules)}"
+        )
+    for name, module in modules.items():
+        if name not in names:
+            module.requires_grad_(False)
+    return names
+
+
+def trainable_parameters(modules: torch.nn.ModuleDict, trainable: frozenset) -> list:
+    """The parameters the optimizer updates: those of the trainable modules (sorted by name) that need a
+    gradient."""
+    return [p for name in sorted(trainable) for p in modules[name].parameters() if p.requires_grad]

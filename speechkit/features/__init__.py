@@ -13,7 +13,6 @@ Example:
 from speechkit.features.chain import FeatureChain
 from speechkit.features.filterbanks import MFCC, Deltas, Fbank, deltas, fbank, mel_filterbank, mfcc
 from speechkit.features.frequency_warp import FrequencyWarp, frequency_warp
-from speechkit.features.masks import length_mask
 from speechkit.features.normalization import (
     GlobalNormalization,
     UtteranceNormalization,
@@ -23,6 +22,7 @@ from speechkit.features.normalization import (
 from speechkit.features.specaugment import SpecAugment, freq_mask, time_mask, time_warp
 from speechkit.features.speed_perturb import SpeedPerturb, speed_perturb
 from speechkit.features.stft import STFT, num_frames, stft
+from speechkit.nn.masks import length_mask
 
 __all__ = ["FeatureChain", "FrequencyWarp", "frequency_warp", "MFCC", "Deltas", "Fbank", "deltas", "fbank",
            "mel_filterbank", "mfcc", "length_mask", "GlobalNormalization", "UtteranceNormalization",

@@ -16,8 +16,8 @@ from typing import Optional
 
 import torch
 
-from speechkit.features.masks import check_lengths, length_mask
 from speechkit.features.stft import make_window, power_spectrum, stft
+from speechkit.nn.masks import checked_lengths, length_mask
 
 
 def hz_to_mel(hz):
@@ -123,7 +123,7 @@ def deltas(feats: torch.Tensor, lengths: torch.Tensor, window: int = 2) -> torch
     Returns:
         (batch, frames, features) deltas, zero past each item's frames.
     """
-    lengths = check_lengths(feats, lengths)
+    lengths = checked_lengths(feats, lengths)
     frames = feats.shape[1]
     position = torch.arange(frames, device=feats.device).unsqueeze(0)
     last = (lengths - 1).clamp(min=0).unsqueeze(1)

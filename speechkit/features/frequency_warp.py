@@ -25,7 +25,7 @@ from typing import Optional
 import torch
 
 from speechkit.features.filterbanks import hz_to_mel, mel_edges
-from speechkit.features.masks import check_lengths
+from speechkit.nn.masks import checked_lengths
 
 
 def inverse_warp(freqs: torch.Tensor, alpha: torch.Tensor, boundary: float, nyquist: float) -> torch.Tensor:
@@ -108,7 +108,7 @@ class FrequencyWarp(torch.nn.Module):
                 generator: Optional[torch.Generator] = None) -> tuple:
         if not self.training:
             return x, lengths
-        lengths = check_lengths(x, lengths)
+        lengths = checked_lengths(x, lengths)
         low, high = self.warp_range
         draws = torch.rand(2, x.shape[0], generator=generator)
         alpha = torch.where(draws[1] < self.prob, low + (high - low) * draws[0], torch.ones(()))

@@ -18,7 +18,7 @@ from typing import Optional
 
 import torch
 
-from speechkit.features.masks import check_lengths, length_mask
+from speechkit.nn.masks import checked_lengths, length_mask
 
 
 def masked_moments(x: torch.Tensor, lengths: torch.Tensor) -> tuple:
@@ -30,7 +30,7 @@ def masked_moments(x: torch.Tensor, lengths: torch.Tensor) -> tuple:
     Returns:
         ``(mean, var)``, each (batch, features); an item without frames gets mean 0 and variance 1.
     """
-    lengths = check_lengths(x, lengths)
+    lengths = checked_lengths(x, lengths)
     mask = length_mask(lengths, x.shape[1]).unsqueeze(-1).to(x.dtype)
     count = lengths.clamp(min=1).to(x.dtype).unsqueeze(-1)
     mean = (x * mask).sum(dim=1) / count
@@ -114,7 +114,7 @@ class GlobalNormalization(torch.nn.Module):
     @torch.no_grad()
     def update(self, x: torch.Tensor, lengths: torch.Tensor) -> None:
         """Add the real frames of ``x`` (batch, frames, features) to the statistics."""
-        lengths = check_lengths(x, lengths)
+        lengths = checked_lengths(x, lengths)
         mask = length_mask(lengths, x.shape[1]).unsqueeze(-1)
         frames = x.to(torch.float64) * mask
         batch_stats = [lengths.sum().to(torch.float64).reshape(()), frames.sum(dim=(0, 1)),
@@ -129,7 +129,7 @@ class GlobalNormalization(torch.nn.Module):
     def forward(self, x: torch.Tensor, lengths: torch.Tensor) -> tuple:
         if x.shape[-1] != self.num_features:
             raise ValueError(f"GlobalNormalization expects {self.num_features} features, got {x.shape[-1]}")
-        lengths = check_lengths(x, lengths)
+        lengths = checked_lengths(x, lengths)
         if self.training and (self.max_updates is None or int(self.num_updates) < self.max_updates):
             self.update(x, lengths)
         mask = length_mask(lengths, x.shape[1]).unsqueeze(-1).to(x.dtype)

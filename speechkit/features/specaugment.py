@@ -17,7 +17,7 @@ from typing import Optional
 
 import torch
 
-from speechkit.features.masks import check_lengths, length_mask
+from speechkit.nn.masks import checked_lengths, length_mask
 
 
 def _uniform_int(high: torch.Tensor, generator: Optional[torch.Generator]) -> torch.Tensor:
@@ -45,7 +45,7 @@ def time_mask(x: torch.Tensor, lengths: torch.Tensor, num_masks: int = 2, max_wi
     Returns:
         masked copy of ``x``; spans lie inside each item's frames.
     """
-    lengths = check_lengths(x, lengths)
+    lengths = checked_lengths(x, lengths)
     if num_masks <= 0 or max_width <= 0:
         return x.clone()
     limit = torch.full_like(lengths, max_width)
@@ -61,7 +61,7 @@ def time_mask(x: torch.Tensor, lengths: torch.Tensor, num_masks: int = 2, max_wi
 def freq_mask(x: torch.Tensor, lengths: torch.Tensor, num_masks: int = 2, max_width: int = 27,
               value: float = 0.0, generator: Optional[torch.Generator] = None) -> torch.Tensor:
     """Set ``num_masks`` random bands of feature channels of each item to ``value`` (on its frames only)."""
-    lengths = check_lengths(x, lengths)
+    lengths = checked_lengths(x, lengths)
     if num_masks <= 0 or max_width <= 0:
         return x.clone()
     channels = x.shape[2]
@@ -80,7 +80,7 @@ def time_warp(x: torch.Tensor, lengths: torch.Tensor, window: int = 5,
     The item's first ``c`` frames are resampled (linearly) to ``c + d`` frames and the rest to fill the item's
     remaining frames, so the item keeps its length. Items shorter than ``2 * window + 2`` frames are kept.
     """
-    lengths = check_lengths(x, lengths)
+    lengths = checked_lengths(x, lengths)
     out = x.clone()
     if window <= 0:
         return out
@@ -130,7 +130,7 @@ class SpecAugment(torch.nn.Module):
                 generator: Optional[torch.Generator] = None) -> tuple:
         if not self.training:
             return x, lengths
-        lengths = check_lengths(x, lengths)
+        lengths = checked_lengths(x, lengths)
         y = time_warp(x, lengths, self.time_warp_window, generator)
         fill = self._fill_values(y, lengths)
         band = freq_mask(torch.zeros_like(y[..., :1]).expand_as(y).clone(), lengths, self.freq_masks,

@@ -17,7 +17,7 @@ from typing import Optional
 
 import torch
 
-from speechkit.features.masks import check_lengths, length_mask
+from speechkit.nn.masks import checked_lengths, length_mask
 
 
 def _rates(speed: float, sample_rate: int) -> tuple:
@@ -46,7 +46,7 @@ def speed_perturb(x: torch.Tensor, lengths: torch.Tensor, speed: float, sample_r
     """
     from speechkit.data.resample import resample  # torch-only resampler shared with the data layer
 
-    lengths = check_lengths(x, lengths)
+    lengths = checked_lengths(x, lengths)
     if speed == 1.0:
         return x * length_mask(lengths, x.shape[1]).to(x.dtype), lengths
     orig, new = _rates(speed, sample_rate)
@@ -77,7 +77,7 @@ class SpeedPerturb(torch.nn.Module):
 
     def forward(self, x: torch.Tensor, lengths: torch.Tensor,
                 generator: Optional[torch.Generator] = None) -> tuple:
-        lengths = check_lengths(x, lengths)
+        lengths = checked_lengths(x, lengths)
         if not self.training:
             return x, lengths
         batch = x.shape[0]

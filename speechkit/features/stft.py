@@ -15,7 +15,7 @@ from typing import Optional
 
 import torch
 
-from speechkit.features.masks import check_lengths, length_mask
+from speechkit.nn.masks import checked_lengths, length_mask
 
 WINDOWS = {
     "hann": lambda n: torch.hann_window(n, periodic=True, dtype=torch.float64),
@@ -76,7 +76,7 @@ def stft(x: torch.Tensor, lengths: torch.Tensor, n_fft: int = 512, hop_length: i
     """
     if x.dim() != 2:
         raise ValueError(f"stft expects (batch, time) waveforms, got shape {tuple(x.shape)}")
-    lengths = check_lengths(x, lengths)
+    lengths = checked_lengths(x, lengths)
     x = x.to(torch.float32) * length_mask(lengths, x.shape[1]).to(torch.float32)
     if center:
         x = _centered(x, lengths, n_fft // 2)

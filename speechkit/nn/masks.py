@@ -2,7 +2,8 @@
 
 Every layer in :mod:`speechkit.nn` takes padded tensors ``(batch, time, ...)`` together with the absolute
 number of valid frames of each item, and builds its masks here, so padding never enters a statistic, an
-attention weight or a convolution (DESIGN contract 2).
+attention weight or a convolution (docs/design.md, contract 2). The feature functions of
+:mod:`speechkit.features` use the same helpers.
 
 Example:
     >>> import torch
@@ -13,7 +14,7 @@ Example:
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional
 
 import torch
 
@@ -53,6 +54,21 @@ def check_lengths(lengths: torch.Tensor, max_len: int, batch_size: int, name: st
         return
     if lengths.numel() and (int(lengths.min()) < 0 or int(lengths.max()) > max_len):
         raise DataError(f"{name} must lie in [0, {max_len}] (the padded time size), got {lengths.tolist()}")
+
+
+def checked_lengths(x: torch.Tensor, lengths: Any, time_dim: int = 1) -> torch.Tensor:
+    """``lengths`` of the padded batch ``x`` as int64 on ``x``'s device, after :func:`check_lengths`
+    (one per item of ``x``, within its time axis ``time_dim``).
+
+    Example:
+        >>> checked_lengths(torch.zeros(2, 5), [5, 3])
+        tensor([5, 3])
+    """
+    lengths = torch.as_tensor(lengths, device=x.device)
+    if not (lengths.dtype.is_floating_point or lengths.dtype == torch.bool):
+        lengths = lengths.to(torch.int64)
+    check_lengths(lengths, x.shape[time_dim], x.shape[0])
+    return lengths
 
 
 def length_mask(lengths: torch.Tensor, max_len: Optional[int] = None) -> torch.Tensor:

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import importlib
 
-_LAZY = {"SentencePieceTokenizer": "speechkit.tokenizers.sentencepiece_tokenizer"}
+_LAZY = {
+    "SentencePieceTokenizer": "speechkit.tokenizers.sentencepiece_tokenizer",
+    "token_sequences": "speechkit.tokenizers.items",
+}
 
 
 def __getattr__(name: str):

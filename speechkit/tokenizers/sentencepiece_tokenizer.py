@@ -16,10 +16,12 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import Any, Optional, Union
 
 import sentencepiece
 
+from speechkit import distributed
 from speechkit.errors import DataError, ManifestError
 
 MODEL_TYPES = ("unigram", "bpe", "char", "word")
@@ -45,6 +47,31 @@ class SentencePieceTokenizer:
     @classmethod
     def load(cls, model_path: Union[str, os.PathLike]) -> SentencePieceTokenizer:
         return cls(model_path)
+
+    @classmethod
+    def load_or_train(cls, model_path: Union[str, os.PathLike], source: Union[str, os.PathLike], *,
+                      vocab_size: int, **train_options: Any) -> SentencePieceTokenizer:
+        """Load ``model_path``; if it does not exist, train it on ``source`` first (on the main process only,
+        the others wait) and save it there. The training files go to ``<model_path's folder>/build``.
+
+        Raises:
+            DataError: the model has more pieces than ``vocab_size`` (an output layer sized ``vocab_size``
+                could not emit them all), besides the errors of :meth:`train`.
+
+        Example:
+            >>> tokenizer = SentencePieceTokenizer.load_or_train(  # doctest: +SKIP
+            ...     "results/tokenizer.model", "data/train.json", vocab_size=200, model_type="bpe")
+        """
+        path = Path(model_path)
+        if not path.is_file():
+            def train_and_save() -> None:
+                cls.train(source, path.parent / "build", vocab_size=vocab_size, **train_options).save(path)
+
+            distributed.run_on_main(train_and_save)
+        tokenizer = cls.load(path)
+        if tokenizer.vocab_size > vocab_size:
+            raise DataError(f"{path} has {tokenizer.vocab_size} pieces but vocab_size is {vocab_size}")
+        return tokenizer
 
     # -- training -----------------------------------------------------------------------------------------
 

@@ -1,4 +1,4 @@
-"""One shared check of DESIGN contract 2: an item's output does not depend on what it is batched with.
+"""One shared check of docs/design.md, contract 2: an item's output does not depend on its batch.
 
 ``assert_batch_invariant(fn, items)`` runs ``fn`` on each item alone (a batch of one, no padding), then on
 batches that mix it with the other items (padded to the longest one, in several orders), and asserts that

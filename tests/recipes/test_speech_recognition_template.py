@@ -15,6 +15,7 @@ import speechkit
 from speechkit.checkpoints import Checkpointer
 from speechkit.cli import main as speechkit_main
 from speechkit.data.manifest import load_manifest
+from speechkit.data.trim import trim_splits_once
 from speechkit.errors import HparamsError
 from speechkit.pretrained import EncoderASR
 from speechkit.templating import copy_template, templates_root
@@ -112,12 +113,12 @@ def test_test_hypotheses_identical_for_batch_size_1_8_and_dynamic(trained_copy, 
     hparams = speechkit.load_hparams(asr / "hparams" / "train.yaml", overrides)
     Path(hparams["output_folder"]).mkdir(parents=True)
     manifests = {s: str(tiny_corpus / f"{s}.json") for s in ("train", "valid", "test")}
-    tokenizer = recipe.load_tokenizer(hparams, manifests["train"])
-    datasets = recipe.dataio_prepare(hparams, manifests, tokenizer)
     # No checkpoint in save_folder: the freshly initialized model decodes. Unlike a model trained for two
     # batches (all blanks), it emits tokens everywhere, so any padding leak would change some hypothesis.
-    # The untrained LM (no lm_checkpoint loaded here) still shapes the beam search, which is all this needs.
-    brain = recipe.build_brain(hparams, {"noprogressbar": True}, tokenizer, manifests["train"])
+    # The LM of the copy's LM step shapes the beam search.
+    hparams["lm_checkpoint"] = str(trained_copy / "LM" / "results" / "lm" / "lm.ckpt")
+    brain = recipe.build_brain(hparams, {"noprogressbar": True}, manifests)
+    datasets = recipe.dataio_prepare(hparams, manifests, brain.tokenizer)
     assert hparams["decoding"] == "ctc_beam" and hparams["lm_weight"] > 0 and brain.lexicon is not None
     for search in ("greedy", "ctc_beam"):
         brain.hparams.decoding = search
@@ -132,12 +133,11 @@ def test_test_hypotheses_identical_for_batch_size_1_8_and_dynamic(trained_copy, 
         assert all(runs["batch 1"].values()) if search == "greedy" else any(runs["batch 1"].values())
 
 
-def test_trim_splits_must_name_existing_splits(trained_copy, tiny_corpus):
-    recipe = _load_train_module(trained_copy / "ASR")
+def test_trim_splits_must_name_existing_splits(trained_copy, tiny_corpus, tmp_path):
     manifests = {s: str(tiny_corpus / f"{s}.json") for s in ("train", "valid", "test")}
-    assert recipe.trim_edge_silence({"trim_margin": None, "trim_splits": ["dev"]}, manifests) == manifests
+    assert trim_splits_once(manifests, ["dev"], str(tmp_path), margin=None) == manifests
     with pytest.raises(HparamsError, match=r"trim_splits: no split 'dev' \(the splits are"):
-        recipe.trim_edge_silence({"trim_margin": 0.1, "trim_splits": ["train", "dev"]}, manifests)
+        trim_splits_once(manifests, ["train", "dev"], str(tmp_path), margin=0.1)
 
 
 def test_template_lives_in_the_repository():

@@ -11,18 +11,15 @@ from __future__ import annotations
 
 import math
 import sys
-from pathlib import Path
-
-import torch
 
 import speechkit
-from speechkit import distributed as dist
-from speechkit.data import DynamicItemDataset, provides, takes
+from speechkit.data import DynamicItemDataset
 from speechkit.nn.losses import label_smoothed_nll_loss
-from speechkit.tokenizers import SentencePieceTokenizer
+from speechkit.pretrained.loading import save_weights
+from speechkit.recipe import fit_and_evaluate, sibling_module, start
+from speechkit.tokenizers import SentencePieceTokenizer, token_sequences
 
-sys.path.insert(0, str(Path(__file__).absolute().parent))  # not resolved: a recipe may link to this file
-from prepare import prepare_manifests  # noqa: E402  (the recipe's own helper, next to this file)
+prepare = sibling_module(__file__, "prepare")  # the recipe's own data preparation, next to this file
 
 
 class LanguageModelBrain(speechkit.Brain):
@@ -40,45 +37,25 @@ class LanguageModelBrain(speechkit.Brain):
 
 
 def text_datasets(hparams: dict, manifests: dict, tokenizer) -> dict:
-    asr = hparams["asr_model"]
-
-    @takes("text")
-    @provides("tokens_bos", "tokens_eos")
-    def text_pipeline(text):
-        ids = tokenizer.encode(text)
-        yield torch.tensor([asr["bos_index"]] + ids, dtype=torch.long)
-        yield torch.tensor(ids + [asr["eos_index"]], dtype=torch.long)
-
-    datasets = {}
+    asr, data_root, datasets = hparams["asr_model"], {"data_root": hparams["data_folder"]}, {}
     for split in ("train", "valid", "test"):
-        dataset = DynamicItemDataset.from_json(manifests[split],
-                                               replacements={"data_root": hparams["data_folder"]})
-        dataset.add_dynamic_item(text_pipeline)
+        dataset = DynamicItemDataset.from_json(manifests[split], replacements=data_root)
+        dataset.add_dynamic_item(token_sequences(tokenizer, asr["bos_index"], asr["eos_index"]))
         dataset.set_output_keys(["id", "tokens_bos", "tokens_eos"])
         datasets[split] = dataset
     return datasets
 
 
 def main(argv):
-    hparams_file, run_opts, overrides = speechkit.parse_arguments(argv)
-    hparams = speechkit.load_hparams(hparams_file, overrides, run_opts=run_opts)
-    dist.init(run_opts)
-    speechkit.create_experiment_directory(hparams["output_folder"], hparams_file, overrides,
-                                          run_opts=run_opts)
-    dist.run_on_main(prepare_manifests, args=(hparams,))  # builds the corpus once; the others wait
-    manifests = prepare_manifests(hparams, build=False)
+    run = start(argv, prepare=prepare.prepare_manifests)
+    hparams, lm = run.hparams, run.hparams["asr_model"]["lm"]
     tokenizer = SentencePieceTokenizer.load(hparams["asr_model"]["tokenizer_file"])
-    datasets = text_datasets(hparams, manifests, tokenizer)
-    lm = hparams["asr_model"]["lm"]
-    recoverables = {"lm": lm, "counter": hparams["epoch_counter"]}
-    checkpointer = speechkit.Checkpointer(hparams["save_folder"], recoverables)
-    brain = LanguageModelBrain({"lm": lm}, hparams["opt_class"], hparams, run_opts, checkpointer)
-    brain.fit(hparams["epoch_counter"], datasets["train"], datasets["valid"],
-              train_loader_kwargs=hparams["train_loader_kwargs"],
-              valid_loader_kwargs=hparams["eval_loader_kwargs"])
-    brain.evaluate(datasets["test"], min_key="loss", test_loader_kwargs=hparams["eval_loader_kwargs"])
-    if dist.is_main():
-        torch.save(lm.state_dict(), hparams["lm_file"])
+    checkpointer = speechkit.Checkpointer(hparams["save_folder"],
+                                          {"lm": lm, "counter": hparams["epoch_counter"]})
+    brain = LanguageModelBrain({"lm": lm}, hparams["opt_class"], hparams, run.run_opts, checkpointer)
+    fit_and_evaluate(brain, hparams, text_datasets(hparams, run.manifests, tokenizer), min_key="loss")
+    if brain.context.is_main:
+        save_weights(lm.state_dict(), hparams["lm_file"])
         print(f"LM weights written to {hparams['lm_file']}")
     return brain
 

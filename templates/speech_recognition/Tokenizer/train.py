@@ -9,17 +9,15 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import speechkit
+from speechkit.recipe import sibling_module, start
 from speechkit.tokenizers import SentencePieceTokenizer
 
-sys.path.insert(0, str(Path(__file__).absolute().parent))  # not resolved: a recipe may link to this file
-from prepare import prepare_manifests  # noqa: E402  (the recipe's own helper, next to this file)
+prepare = sibling_module(__file__, "prepare")  # the recipe's own data preparation, next to this file
 
 
 def main(argv):
-    hparams_file, run_opts, overrides = speechkit.parse_arguments(argv)
-    hparams = speechkit.load_hparams(hparams_file, overrides, run_opts=run_opts)
-    manifests = prepare_manifests(hparams)
+    run = start(argv, prepare=prepare.prepare_manifests)
+    hparams, manifests = run.hparams, run.manifests
     target = Path(hparams["tokenizer_file"])
     tokenizer = SentencePieceTokenizer.train(
         manifests["train"], target.parent / "build", vocab_size=hparams["vocab_size"],

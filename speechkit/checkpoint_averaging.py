@@ -1,0 +1,162 @@
+"""Average the weights of the N best checkpoints: a smoother model than any one of them, as the field's
+toolkits do at test time.
+
+From the command line (writes one averaged ``<module>.ckpt`` per module plus ``averaged.json`` naming the
+sources)::
+
+    speechkit average-checkpoints results/asr/1234/save --num 5 --min-key WER --output results/asr/avg5
+
+In a recipe, the run option ``--average_checkpoints 5`` (or the YAML key ``average_checkpoints: 5``) makes
+``Brain.evaluate`` test the average of the 5 best checkpoints by its key; keep at least that many
+(``ckpt_keep: 5``).
+
+Floating-point tensors are averaged (summed in float64, then cast back to their dtype); other tensors (the
+step counters of BatchNorm) are taken from the best checkpoint. Files load with ``weights_only=True`` (no
+pickled code runs); files holding anything but a flat name -> tensor dict (optimizer states, counters) are
+not averaged.
+
+Example:
+    >>> best = best_checkpoints("results/asr/1234/save", 5, min_key="WER")  # doctest: +SKIP
+    >>> averaged = average_checkpoint_files(best)                           # doctest: +SKIP
+    >>> sorted(averaged)                                                   # doctest: +SKIP
+    ['ctc_head', 'decoder', 'encoder', 'lm']
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Optional
+
+import torch
+
+from speechkit.checkpoints import SUFFIX, Checkpoint, Checkpointer
+from speechkit.errors import CheckpointError
+
+logger = logging.getLogger(__name__)
+
+
+def best_checkpoints(
+    checkpoints_dir, num: int, min_key: Optional[str] = None, max_key: Optional[str] = None
+) -> list:
+    """Up to ``num`` checkpoints of ``checkpoints_dir``, best first by ``min_key``/``max_key`` (newest first
+    without a key).
+
+    Raises:
+        CheckpointError: no checkpoint (with that key).
+    """
+    if min_key and max_key:
+        raise CheckpointError("give min_key or max_key, not both")
+    if num < 1:
+        raise CheckpointError(f"the number of checkpoints to average must be >= 1, got {num}")
+    key = min_key or max_key
+    found = [c for c in Checkpointer(checkpoints_dir).list_checkpoints() if not key or key in c.meta]
+    if not found:
+        raise CheckpointError(f"{checkpoints_dir}: no checkpoint" + (f" with the key '{key}'" if key else ""))
+    if key:
+        found.sort(key=lambda c: c.meta[key], reverse=bool(max_key))
+    else:
+        found.reverse()
+    return found[:num]
+
+
+def average_state_dicts(state_dicts: Sequence[dict]) -> dict:
+    """The element-wise mean of state dicts with the same keys and shapes (the first one's other tensors)."""
+    first = state_dicts[0]
+    for other in state_dicts[1:]:
+        if other.keys() != first.keys():
+            raise CheckpointError(f"cannot average state dicts with different keys: "
+                                  f"{sorted(set(first) ^ set(other))[:5]}")
+    averaged = {}
+    for key, value in first.items():
+        if not torch.is_floating_point(value):
+            averaged[key] = value.clone()
+            continue
+        total = torch.zeros(value.shape, dtype=torch.float64)
+        for state in state_dicts:
+            if state[key].shape != value.shape:
+                raise CheckpointError(f"cannot average '{key}': shapes {tuple(value.shape)} and "
+                                      f"{tuple(state[key].shape)}")
+            total += state[key].to(torch.float64)
+        averaged[key] = (total / len(state_dicts)).to(value.dtype)
+    return averaged
+
+
+def average_checkpoint_files(
+    checkpoints: Sequence[Checkpoint], names: Optional[Sequence[str]] = None
+) -> dict:
+    """``{name: averaged state dict}`` for every weight file ``<name>.ckpt`` found in all ``checkpoints``
+    (only ``names`` when given)."""
+    common = None
+    for checkpoint in checkpoints:
+        stems = {path.stem for path in checkpoint.path.glob(f"*{SUFFIX}")}
+        common = stems if common is None else common & stems
+    wanted = sorted(common or ()) if names is None else list(names)
+    averaged = {}
+    for name in wanted:
+        try:
+            states = [_load(c.path / f"{name}{SUFFIX}") for c in checkpoints]
+        except CheckpointError:
+            if names is not None:
+                raise
+            continue  # not a weights file (a counter, a sampler position): nothing to average
+        if all(isinstance(s, dict) and not s for s in states):
+            continue  # a module without parameters or buffers
+        if all(isinstance(s, dict) and s and all(isinstance(v, torch.Tensor) for v in s.values())
+               for s in states):
+            averaged[name] = average_state_dicts(states)
+        elif names is not None:
+            path = checkpoints[0].path / f"{name}{SUFFIX}"
+            raise CheckpointError(f"{path}: not a name -> tensor weights file")
+    return averaged
+
+
+def load_average(checkpointer: Checkpointer, num: int, min_key: Optional[str] = None,
+                 max_key: Optional[str] = None) -> list:
+    """Load into the checkpointer's modules the average of its ``num`` best checkpoints; returns them."""
+    modules = {n: m for n, m in checkpointer.recoverables.items() if isinstance(m, torch.nn.Module)}
+    chosen = best_checkpoints(checkpointer.checkpoints_dir, num, min_key, max_key)
+    if len(chosen) < num:
+        logger.warning("Averaging %d checkpoints, not %d: keep more (ckpt_keep)", len(chosen), num)
+    names = [name for name in modules if (chosen[0].path / f"{name}{SUFFIX}").is_file()]
+    for name, state in average_checkpoint_files(chosen, names).items():
+        modules[name].load_state_dict(state)
+    logger.info("Evaluating the average of %s", ", ".join(c.path.name for c in chosen))
+    return chosen
+
+
+def _load(path: Path) -> dict:
+    if not path.is_file():
+        raise CheckpointError(f"{path}: not found")
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as error:  # pickle raises many unrelated types
+        raise CheckpointError(f"{path}: not a weights file ({type(error).__name__})") from None
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("checkpoints_dir", help="a recipe's save folder (holding CKPT+... checkpoints)")
+    parser.add_argument("--num", type=int, default=5, help="how many of the best checkpoints (default 5)")
+    key = parser.add_mutually_exclusive_group()
+    key.add_argument("--min-key", help="best = lowest value of this metric (e.g. WER)")
+    key.add_argument("--max-key", help="best = highest value of this metric")
+    parser.add_argument("--output", required=True, help="folder receiving <module>.ckpt and averaged.json")
+    parser.add_argument("--modules", nargs="*", help="only these modules (default: every weight file)")
+
+
+def run(args: argparse.Namespace) -> int:
+    chosen = best_checkpoints(args.checkpoints_dir, args.num, args.min_key, args.max_key)
+    averaged = average_checkpoint_files(chosen, args.modules)
+    output = Path(args.output)
+    output.mkdir(parents=True, exist_ok=True)
+    for name, state in averaged.items():
+        torch.save(state, output / f"{name}{SUFFIX}")
+    record = {"checkpoints": [str(c.path) for c in chosen], "meta": [c.meta for c in chosen],
+              "modules": sorted(averaged)}
+    (output / "averaged.json").write_text(json.dumps(record, indent=2))
+    print(f"Averaged {len(chosen)} checkpoints ({', '.join(c.path.name for c in chosen)}) into {output}: "
+          f"{', '.join(sorted(averaged))}")
+    return 0

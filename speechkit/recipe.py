@@ -1,0 +1,108 @@
+"""What every recipe script does before its own work: the command line, the YAML, the processes, the
+experiment folder, the data preparation; and importing the recipe's helper modules.
+
+A recipe script then reads top to bottom::
+
+    prepare = speechkit.recipe.sibling_module(__file__, "prepare")   # the recipe's prepare.py
+
+    def main(argv):
+        run = speechkit.recipe.start(argv, prepare=prepare.prepare_manifests)
+        datasets = dataio_prepare(run.hparams, run.manifests)
+        ...
+
+    if __name__ == "__main__":
+        main(sys.argv[1:])
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Callable, Optional
+
+from speechkit import distributed
+from speechkit.errors import SpeechkitError
+from speechkit.experiment import create_experiment_directory
+from speechkit.hparams import load_hparams
+from speechkit.run_options import RunOptions, parse_arguments
+
+
+@dataclass
+class RecipeRun:
+    """A started experiment: ``hparams`` (loaded, overrides applied), ``run_opts``, the YAML path, the
+    overrides, and the ``manifests`` the recipe's preparation returned (``{}`` without one)."""
+
+    hparams: dict
+    run_opts: RunOptions
+    hparams_file: str
+    overrides: dict
+    manifests: dict = field(default_factory=dict)
+
+
+def start(argv: Optional[list] = None, prepare: Optional[Callable[..., Any]] = None) -> RecipeRun:
+    """Parse ``argv``, load the YAML, join the other processes, create the experiment folder and prepare
+    the data.
+
+    ``prepare(hparams, build=...)`` returns ``{split: manifest path}``: it runs first with ``build=True`` on
+    the main process only (building or downloading what is missing, once), then, after every process has
+    waited for it, with ``build=False`` on every process (only reading what is there).
+
+    Example:
+        >>> run = start(["hparams/train.yaml", "--lr", "0.1"], prepare=prepare_manifests)  # doctest: +SKIP
+        >>> run.hparams["lr"], sorted(run.manifests)                                      # doctest: +SKIP
+        (0.1, ['test', 'train', 'valid'])
+    """
+    hparams_file, run_opts, overrides = parse_arguments(argv)
+    hparams = load_hparams(hparams_file, overrides, run_opts=run_opts)
+    distributed.init(run_opts)
+    create_experiment_directory(hparams["output_folder"], hparams_file, overrides, run_opts=run_opts)
+    manifests: dict = {}
+    if prepare is not None:
+        distributed.run_on_main(prepare, args=(hparams,), kwargs={"build": True})
+        manifests = prepare(hparams, build=False)
+    return RecipeRun(hparams, run_opts, hparams_file, overrides, manifests)
+
+
+def sibling_module(script: str, name: str) -> ModuleType:
+    """Import ``<name>.py`` from the folder of ``script`` (a recipe's ``__file__``) without touching
+    ``sys.path``.
+
+    The folder is the script's as called, not resolved: a recipe that links to a template's ``train.py``
+    gets its own ``prepare.py``. The module is registered under ``name`` (so that pickling its functions
+    for worker processes works); importing the same file twice returns the same module.
+
+    Raises:
+        SpeechkitError: no such file next to the script.
+    """
+    path = Path(script).absolute().parent / f"{name}.py"
+    loaded = sys.modules.get(name)
+    if loaded is not None and getattr(loaded, "__file__", None) == str(path):
+        return loaded
+    if not path.is_file():
+        raise SpeechkitError(f"{path}: not found (the recipe's {name}.py sits next to {Path(script).name})")
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]
+        raise
+    return module
+
+
+def fit_and_evaluate(brain: Any, hparams: dict, datasets: dict, min_key: Optional[str] = None,
+                     max_key: Optional[str] = None) -> float:
+    """``brain.fit`` on ``datasets["train"]`` (validating on ``datasets["valid"]``), then ``brain.evaluate``
+    on ``datasets["test"]`` with the best checkpoint by ``min_key``/``max_key``; returns the test loss.
+
+    Reads the recipe YAML's conventional keys: ``epoch_counter``, ``train_loader_kwargs`` and
+    ``eval_loader_kwargs`` (valid and test).
+    """
+    eval_kwargs = hparams.get("eval_loader_kwargs")
+    brain.fit(hparams["epoch_counter"], datasets["train"], datasets.get("valid"),
+              train_loader_kwargs=hparams.get("train_loader_kwargs"), valid_loader_kwargs=eval_kwargs)
+    return brain.evaluate(datasets["test"], min_key=min_key, max_key=max_key, test_loader_kwargs=eval_kwargs)

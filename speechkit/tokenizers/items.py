@@ -1,0 +1,33 @@
+"""The token sequences of a transcript, as a dynamic item of a dataset (what every text model reads).
+
+Example:
+    >>> item = token_sequences(tokenizer, bos_index=2, eos_index=3)  # doctest: +SKIP
+    >>> dataset.add_dynamic_item(item)                                # doctest: +SKIP
+    >>> dataset[0]["tokens_bos"], dataset[0]["tokens_eos"]            # doctest: +SKIP
+    (tensor([2, 17, 5]), tensor([17, 5, 3]))
+"""
+
+from __future__ import annotations
+
+import torch
+
+from speechkit.data.pipeline import DynamicItem
+
+
+def token_sequences(tokenizer, bos_index: int, eos_index: int, text_key: str = "text") -> DynamicItem:
+    """A dynamic item taking ``text_key`` and providing three int64 tensors:
+
+    - ``tokens_bos``: ``[bos] + ids`` (decoder/LM input, length n + 1),
+    - ``tokens_eos``: ``ids + [eos]`` (decoder/LM target, length n + 1),
+    - ``tokens``: ``ids`` (CTC target, length n),
+
+    where ``ids = tokenizer.encode(text)``.
+    """
+
+    def encode(text: str):
+        ids = tokenizer.encode(text)
+        yield torch.tensor([bos_index] + ids, dtype=torch.long)
+        yield torch.tensor(ids + [eos_index], dtype=torch.long)
+        yield torch.tensor(ids, dtype=torch.long)
+
+    return DynamicItem(encode, takes=[text_key], provides=["tokens_bos", "tokens_eos", "tokens"])
