@@ -30,7 +30,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--status", metavar="OUT", help="Print the progress of the job in OUT and exit.")
     parser.add_argument("--merge", metavar="OUT", help="Check that every item of the job in OUT is done "
                         "exactly once, write the results, and exit.")
-    parser.add_argument("--task", default="transcribe", help="What to run: transcribe (default) or encode.")
+    parser.add_argument("--task", default="transcribe", help="What to run: transcribe (default), encode, "
+                        "separate or extract.")
     parser.add_argument("--shard", type=int, default=None, help="This process's shard (default: from "
                         "torchrun, srun or a SLURM array).")
     parser.add_argument("--num-shards", type=int, default=None, help="Number of shards (with --shard, or to "
@@ -43,6 +44,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--audio-field", default="wav", help="Manifest field of the input audio.")
     parser.add_argument("--text-field", default="words", help="Manifest field of the reference text "
                         "(transcribe: the merge reports a WER when every item has one).")
+    parser.add_argument("--layer", default=None, help="extract: the wav2vec 2.0 layer, a block index (0: "
+                        "the Transformer's input), 'all' (every one, stacked) or 'output' (default).")
     parser.add_argument("--replacement", action="append", default=[], type=name_value, metavar="NAME=VALUE",
                         help="Replace $NAME in manifest paths (e.g. data_root=/corpora/x).")
     parser.add_argument("--device", default=None, help="cpu, cuda:N (default: the GPU of the local rank).")
@@ -79,8 +82,10 @@ def run(args: argparse.Namespace) -> int:
     from speechkit.jobs.tasks import TASKS
 
     accepted = inspect.signature(TASKS[args.task]).parameters if args.task in TASKS else {}
-    options = {name: value for name, value in (("audio_field", args.audio_field),
-                                               ("text_field", args.text_field)) if name in accepted}
+    if args.layer is not None and "layer" not in accepted:
+        raise JobError(f"--layer is an option of the task 'extract', not of '{args.task}'")
+    given = (("audio_field", args.audio_field), ("text_field", args.text_field), ("layer", args.layer))
+    options = {name: value for name, value in given if name in accepted}
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s: %(message)s")
     config = JobConfig(args.source, args.manifest, args.output, task=args.task, task_options=options,
                        shard=args.shard, num_shards=args.num_shards, max_batch_seconds=args.max_batch_seconds,
