@@ -1,9 +1,11 @@
 """The ``separate`` and ``extract`` tasks of batch jobs: audio files per source, wav2vec 2.0 feature arrays.
 
-Both run each item alone (a batch of one, no padding). The interfaces are batch-invariant only to float
-rounding (padding changes the order of a convolution's or an attention's sums, ~1e-7), and a job promises
-outputs byte-for-byte independent of the shard count and the batches (docs/jobs.md), equal to calling the
-interface on the file: so the batch sets how much audio is read ahead, not what the model sees together.
+Both run each item alone (a batch of one, no padding) unless ``padded_batches``. The interfaces are
+batch-invariant only to float rounding (padding changes the order of a convolution's or an attention's sums,
+~1e-7), and by default a job's outputs are byte-for-byte independent of the shard count and the batches
+(docs/jobs.md), equal to calling the interface on the file: the batch sets how much audio is read ahead, not
+what the model sees together. ``padded_batches=True`` runs each batch padded together instead: faster (the
+model sees several items per call), with outputs equal to float rounding only.
 
 Example::
 
@@ -20,7 +22,7 @@ import numpy as np
 import torch
 
 from speechkit.errors import JobError
-from speechkit.jobs.tasks import Task, register_task
+from speechkit.jobs.tasks import Task, pad, register_task
 
 
 class Separated(NamedTuple):
@@ -30,8 +32,26 @@ class Separated(NamedTuple):
     sample_rate: int
 
 
+class _PerItemTask(Task):
+    """A task running each item alone, or each batch padded together with ``padded_batches``."""
+
+    def __init__(self, audio_field: str = "wav", padded_batches: bool = False):
+        super().__init__(audio_field)
+        if not isinstance(padded_batches, bool):
+            raise JobError(f"padded_batches must be true or false, got {padded_batches!r}")
+        self.padded_batches = padded_batches
+
+    @property
+    def options(self) -> dict:
+        return {**super().options, "padded_batches": self.padded_batches}
+
+    def groups(self, inputs: list) -> list:
+        """The inputs run in one call of the model each: one group per item, or the whole batch."""
+        return [inputs] if self.padded_batches else [[wav] for wav in inputs]
+
+
 @register_task
-class SeparateTask(Task):
+class SeparateTask(_PerItemTask):
     """Separation: one float32 WAV file per source of each item, at the model's rate, trimmed to the input's
     length (``outputs/<xx>/<id>/source1.wav``, ``source2.wav``, ...). The merge writes ``outputs.json``, a
     manifest sorted by id: ``{id: {"source1": path, ..., "mixture": input, "duration": s,
@@ -48,10 +68,11 @@ class SeparateTask(Task):
 
     def run(self, model, inputs: list) -> list:
         results = []
-        for wav in inputs:
-            sources = model.separate_batch(wav.unsqueeze(0), torch.tensor([wav.shape[0]]))[0]
-            sources = sources[:, :wav.shape[0]].detach().to("cpu", torch.float32).numpy()
-            results.append(Separated(np.ascontiguousarray(sources), int(model.sample_rate)))
+        for group in self.groups(inputs):
+            wavs, lengths = pad(group)
+            estimates = model.separate_batch(wavs, lengths).detach().to("cpu", torch.float32)
+            results += [Separated(np.ascontiguousarray(estimates[i, :, :n].numpy()), int(model.sample_rate))
+                        for i, n in enumerate(lengths.tolist())]
         return results
 
     def record(self, result: Separated) -> dict:
@@ -122,7 +143,7 @@ def parse_layer(layer: Union[int, str, None]) -> Union[int, str, None]:
 
 
 @register_task
-class ExtractTask(Task):
+class ExtractTask(_PerItemTask):
     """wav2vec 2.0 features of one layer (see :func:`parse_layer`) as one ``.npy`` per item: ``(frames, dim)``
     float32, or ``(num_layers + 1, frames, dim)`` for ``layer="all"``. The merge writes ``outputs.json``, a
     manifest sorted by id: ``{id: {"file": path, "frames": n, "shape": [...]}}``.
@@ -133,14 +154,16 @@ class ExtractTask(Task):
     Args:
         audio_field: manifest field of the input audio.
         layer: None (the encoder's output), ``"all"``, or a Transformer block (0: its input).
+        padded_batches: run each batch padded together (faster; equal to float rounding only).
     """
 
     name = "extract"
     methods = ("extract_batch", "load_audio")
     suffix = ".npy"
 
-    def __init__(self, audio_field: str = "wav", layer: Union[int, str, None] = None):
-        super().__init__(audio_field)
+    def __init__(self, audio_field: str = "wav", layer: Union[int, str, None] = None,
+                 padded_batches: bool = False):
+        super().__init__(audio_field, padded_batches)
         self.layer = parse_layer(layer)
 
     @property
@@ -156,12 +179,12 @@ class ExtractTask(Task):
 
     def run(self, model, inputs: list) -> list:
         results = []
-        for wav in inputs:
-            features, lengths = model.extract_batch(wav.unsqueeze(0), torch.tensor([wav.shape[0]]),
-                                                    layer=self.layer)
-            frames = int(lengths[0])
-            item = features[:, 0, :frames] if self.layer == "all" else features[0, :frames]
-            results.append(np.ascontiguousarray(item.detach().to("cpu", torch.float32).numpy()))
+        for group in self.groups(inputs):
+            features, lengths = model.extract_batch(*pad(group), layer=self.layer)
+            features = features.detach().to("cpu", torch.float32)
+            for i, frames in enumerate(lengths.tolist()):
+                item = features[:, i, :frames] if self.layer == "all" else features[i, :frames]
+                results.append(np.ascontiguousarray(item.numpy()))
         return results
 
     def record(self, result: np.ndarray) -> dict:

@@ -46,6 +46,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "(transcribe: the merge reports a WER when every item has one).")
     parser.add_argument("--layer", default=None, help="extract: the wav2vec 2.0 layer, a block index (0: "
                         "the Transformer's input), 'all' (every one, stacked) or 'output' (default).")
+    parser.add_argument("--padded-batches", action="store_true", help="separate, extract: run each batch "
+                        "padded together (faster; outputs equal to float rounding, not byte for byte, across "
+                        "shard counts) instead of each item alone.")
     parser.add_argument("--replacement", action="append", default=[], type=name_value, metavar="NAME=VALUE",
                         help="Replace $NAME in manifest paths (e.g. data_root=/corpora/x).")
     parser.add_argument("--device", default=None, help="cpu, cuda:N (default: the GPU of the local rank).")
@@ -82,9 +85,12 @@ def run(args: argparse.Namespace) -> int:
     from speechkit.jobs.tasks import TASKS
 
     accepted = inspect.signature(TASKS[args.task]).parameters if args.task in TASKS else {}
-    if args.layer is not None and "layer" not in accepted:
-        raise JobError(f"--layer is an option of the task 'extract', not of '{args.task}'")
-    given = (("audio_field", args.audio_field), ("text_field", args.text_field), ("layer", args.layer))
+    for flag, name, value in (("--layer", "layer", args.layer), ("--padded-batches", "padded_batches",
+                                                                   args.padded_batches or None)):
+        if value is not None and name not in accepted:
+            raise JobError(f"{flag} is not an option of the task '{args.task}'")
+    given = (("audio_field", args.audio_field), ("text_field", args.text_field), ("layer", args.layer),
+             ("padded_batches", args.padded_batches))
     options = {name: value for name, value in given if name in accepted}
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s: %(message)s")
     config = JobConfig(args.source, args.manifest, args.output, task=args.task, task_options=options,

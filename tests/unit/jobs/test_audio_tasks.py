@@ -131,10 +131,33 @@ def test_bad_layers_and_mismatched_models_are_refused(files, tmp_path, capsys):
         run_job(_config(files, "separator", tmp_path / "wrong", task="extract"), environ={})
     code = speechkit_main(["infer", str(files["separator"]), str(files["manifest"]), "--output",
                            str(tmp_path / "sep"), "--task", "separate", "--layer", "2"])
-    assert code == 1 and "--layer is an option of the task 'extract'" in capsys.readouterr().err
+    assert code == 1 and "--layer is not an option of the task 'separate'" in capsys.readouterr().err
+    code = speechkit_main(["infer", str(files["separator"]), str(files["manifest"]), "--output",
+                           str(tmp_path / "asr"), "--task", "transcribe", "--padded-batches"])
+    assert code == 1
+    assert "--padded-batches is not an option of the task 'transcribe'" in capsys.readouterr().err
     # A folder started with one layer refuses another rather than mixing the two.
     run_job(_config(files, "features", tmp_path / "mixed", task="extract", task_options={"layer": 0}),
             environ={})
     with pytest.raises(JobError, match="layer"):
         run_job(_config(files, "features", tmp_path / "mixed", task="extract", task_options={"layer": 1}),
                 environ={})
+
+
+@pytest.mark.parametrize("task", ["extract", "separate"])
+def test_padded_batches_agree_to_rounding_and_are_part_of_the_job(files, tmp_path, task):
+    model = "features" if task == "extract" else "separator"
+    exact = run_job(_config(files, model, tmp_path / "exact", task=task), environ={})
+    padded = run_job(_config(files, model, tmp_path / "padded", task=task, max_batch_size=4,
+                             task_options={"padded_batches": True}), environ={})
+    assert exact.merged["items"] == padded.merged["items"] == ITEMS
+    first, second = _outputs(tmp_path / "exact"), _outputs(tmp_path / "padded")
+    assert sorted(first) == sorted(second)
+    suffix = ".npy" if task == "extract" else ".wav"
+    for name in first:
+        load = np.load if task == "extract" else (lambda path: soundfile.read(path, dtype="float32")[0])
+        a, b = load(tmp_path / "exact" / name), load(tmp_path / "padded" / name)
+        assert name.endswith(suffix) and a.shape == b.shape
+        np.testing.assert_allclose(a, b, atol=5e-5, rtol=1e-4)
+    with pytest.raises(JobError, match="padded_batches"):
+        run_job(_config(files, model, tmp_path / "padded", task=task), environ={})
