@@ -114,6 +114,9 @@ def write_float_wav(path: Path, samples: np.ndarray, sample_rate: int) -> None:
     sources would give other bytes on every run, and the job's outputs must not depend on when they ran.
     """
     data = np.ascontiguousarray(samples, dtype="<f4").tobytes()
+    if len(data) > 0xFFFFFFFF - 48:  # the RIFF sizes are 32-bit
+        raise JobError(f"{path}: {len(samples)} samples do not fit in a WAV file (4 GiB at most); cut the "
+                       "input into shorter segments")
     header = b"".join([
         b"RIFF", struct.pack("<I", 4 + (8 + 16) + (8 + 4) + (8 + len(data))), b"WAVE",
         b"fmt ", struct.pack("<IHHIIHH", 16, 3, 1, sample_rate, 4 * sample_rate, 4, 32),
@@ -135,7 +138,7 @@ def parse_layer(layer: Union[int, str, None]) -> Union[int, str, None]:
         return None
     if layer == "all":
         return "all"
-    if isinstance(layer, str) and layer.strip().isdigit():
+    if isinstance(layer, str) and layer.strip().isdecimal():
         return int(layer)
     if isinstance(layer, int) and not isinstance(layer, bool) and layer >= 0:
         return layer
