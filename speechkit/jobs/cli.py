@@ -4,6 +4,8 @@ Examples::
 
     speechkit infer models/asr archive.json --output out/archive                     # one process
     speechkit infer models/asr archive.json --output out/archive --shard 3 --num-shards 8
+    speechkit infer models/separator mixtures.json --output out/sep --task separate
+    speechkit infer models/w2v-features corpus.json --output out/feats --task extract --layer 6
     torchrun --nproc_per_node=4 -m speechkit infer models/asr archive.json --output out/archive
     sbatch --array=0-63%16 tools/slurm/infer_array.sbatch models/asr archive.json out/archive
     speechkit infer --status out/archive
