@@ -4,6 +4,8 @@ Examples::
 
     speechkit infer models/asr archive.json --output out/archive                     # one process
     speechkit infer models/asr archive.json --output out/archive --shard 3 --num-shards 8
+    speechkit infer models/separator mixtures.json --output out/sep --task separate
+    speechkit infer models/w2v-features corpus.json --output out/feats --task extract --layer 6
     torchrun --nproc_per_node=4 -m speechkit infer models/asr archive.json --output out/archive
     sbatch --array=0-63%16 tools/slurm/infer_array.sbatch models/asr archive.json out/archive
     speechkit infer --status out/archive
@@ -30,7 +32,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--status", metavar="OUT", help="Print the progress of the job in OUT and exit.")
     parser.add_argument("--merge", metavar="OUT", help="Check that every item of the job in OUT is done "
                         "exactly once, write the results, and exit.")
-    parser.add_argument("--task", default="transcribe", help="What to run: transcribe (default) or encode.")
+    parser.add_argument("--task", default="transcribe", help="What to run: transcribe (default), encode, "
+                        "separate or extract.")
     parser.add_argument("--shard", type=int, default=None, help="This process's shard (default: from "
                         "torchrun, srun or a SLURM array).")
     parser.add_argument("--num-shards", type=int, default=None, help="Number of shards (with --shard, or to "
@@ -43,6 +46,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--audio-field", default="wav", help="Manifest field of the input audio.")
     parser.add_argument("--text-field", default="words", help="Manifest field of the reference text "
                         "(transcribe: the merge reports a WER when every item has one).")
+    parser.add_argument("--layer", default=None, help="extract: the wav2vec 2.0 layer, a block index (0: "
+                        "the Transformer's input), 'all' (every one, stacked) or 'output' (default).")
+    parser.add_argument("--padded-batches", action="store_true", help="separate, extract: run each batch "
+                        "padded together (faster; outputs equal to float rounding, not byte for byte, across "
+                        "shard counts) instead of each item alone.")
     parser.add_argument("--replacement", action="append", default=[], type=name_value, metavar="NAME=VALUE",
                         help="Replace $NAME in manifest paths (e.g. data_root=/corpora/x).")
     parser.add_argument("--device", default=None, help="cpu, cuda:N (default: the GPU of the local rank).")
@@ -79,8 +87,13 @@ def run(args: argparse.Namespace) -> int:
     from speechkit.jobs.tasks import TASKS
 
     accepted = inspect.signature(TASKS[args.task]).parameters if args.task in TASKS else {}
-    options = {name: value for name, value in (("audio_field", args.audio_field),
-                                               ("text_field", args.text_field)) if name in accepted}
+    for flag, name, value in (("--layer", "layer", args.layer), ("--padded-batches", "padded_batches",
+                                                                   args.padded_batches or None)):
+        if value is not None and name not in accepted:
+            raise JobError(f"{flag} is not an option of the task '{args.task}'")
+    given = (("audio_field", args.audio_field), ("text_field", args.text_field), ("layer", args.layer),
+             ("padded_batches", args.padded_batches))
+    options = {name: value for name, value in given if name in accepted}
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s: %(message)s")
     config = JobConfig(args.source, args.manifest, args.output, task=args.task, task_options=options,
                        shard=args.shard, num_shards=args.num_shards, max_batch_seconds=args.max_batch_seconds,

@@ -20,7 +20,7 @@ from typing import Union
 
 from speechkit.errors import JobError
 from speechkit.jobs.ledger import finished_marker, ledger_path, read_ledger
-from speechkit.jobs.outputs import output_is_intact, write_atomic
+from speechkit.jobs.outputs import output_is_intact, record_files, write_atomic
 from speechkit.jobs.plan import load_job
 from speechkit.jobs.tasks import make_task
 
@@ -71,7 +71,7 @@ def checked_records(folder: Union[str, Path], verify: bool = False) -> tuple:
         damaged = [i for i in sorted(records) if not output_is_intact(folder, records[i], verify)]
         if damaged:
             shards = sorted({planned[i] for i in damaged})
-            named = [f"'{i}' ({records[i]['output']})" for i in damaged]
+            named = [f"'{i}' ({', '.join(e['output'] for e in record_files(records[i]))})" for i in damaged]
             raise JobError(f"{folder}: the output of {len(damaged)} item(s) is missing or damaged: "
                            f"{_some(named)}; rerun shard(s) "
                            f"{_some([str(s) for s in shards], quote=False)} to redo them")

@@ -6,7 +6,9 @@ item whose output is missing or has another size (and, with ``verify``, another 
 of the machine lost a file the ledger had already recorded.
 
 Ids come from the manifest and are not trusted as paths: ``../x`` or ``a/b`` never leave the output folder.
-Files are spread over 256 folders (by a hash of the id) so that no folder holds millions of entries.
+Files are spread over 256 folders (by a hash of the id) so that no folder holds millions of entries. A task
+writing several files per item gives a suffix starting with ``/``: they go into a folder of their own named
+after the item (``outputs/7e/spk1_utt_7-7ed9767aa2/source1.wav``), so no other id's name collides with them.
 
 Example:
     >>> output_name("spk1/utt 7", ".npy")
@@ -63,12 +65,23 @@ def file_digest(path: Union[str, os.PathLike]) -> dict:
     return {"bytes": size, "sha256": digest.hexdigest()}
 
 
+def record_files(record: dict) -> list:
+    """The ``{"output", "bytes", "sha256"}`` entries of every output file a ledger record names: the record
+    itself for a task writing one file per item, its ``files`` for a task writing several (e.g. one audio
+    file per separated source)."""
+    return record["files"] if "files" in record else [record]
+
+
 def output_is_intact(folder: Union[str, os.PathLike], record: dict, verify: bool = False) -> bool:
-    """Whether the output a ledger record names exists with its recorded size (and checksum if ``verify``)."""
-    path = Path(folder) / record["output"]
-    try:
-        if path.stat().st_size != record["bytes"]:
+    """Whether every output a ledger record names exists with its recorded size (and checksum if
+    ``verify``)."""
+    for entry in record_files(record):
+        path = Path(folder) / entry["output"]
+        try:
+            if path.stat().st_size != entry["bytes"]:
+                return False
+        except OSError:
             return False
-    except OSError:
-        return False
-    return not verify or file_digest(path)["sha256"] == record["sha256"]
+        if verify and file_digest(path)["sha256"] != entry["sha256"]:
+            return False
+    return True

@@ -163,12 +163,16 @@ def _prefetched(batches: list, load):
 
 
 def _write_output(task, folder: Path, item_id: str, result) -> dict:
-    """Write the item's output file, if the task makes one; returns the item's ledger record."""
+    """Write the item's output files, if the task makes any; returns the item's ledger record."""
     record = task.record(result)
     if task.suffix:
-        name = output_name(item_id, task.suffix)
-        info = write_atomic(folder / name, lambda path: task.write(path, result))
-        record = {**record, "output": name, **info}
+        files = []
+        for suffix, part in task.parts(result):
+            name = output_name(item_id, suffix)
+            info = write_atomic(folder / name, lambda path, part=part: task.write(path, part))
+            files.append({"output": name, **info})
+        # One file: its entry is the record itself (the ledger format of single-file tasks).
+        record = {**record, **files[0]} if len(files) == 1 else {**record, "files": files}
     return record
 
 

@@ -12,7 +12,8 @@ a new interface method (``separate``, ``extract``, ``generate``) becomes a job b
         def write(self, path, result): ...
 
 Shipped: ``transcribe`` (hypotheses in the ledger, a WER at merge when the manifest has references) and
-``encode`` (each item's encoder output, e.g. CTC log-probabilities, as a ``(frames, dim)`` float32 ``.npy``).
+``encode`` (each item's encoder output, e.g. CTC log-probabilities, as a ``(frames, dim)`` float32 ``.npy``)
+here, ``separate`` and ``extract`` in :mod:`speechkit.jobs.audio_tasks`.
 """
 from __future__ import annotations
 
@@ -92,8 +93,15 @@ class Task:
         """The small JSON-able part of a result kept in the ledger (``{}`` when the result is a file)."""
         return {}
 
+    def parts(self, result) -> list:
+        """``(suffix, part)`` for each output file of one item, each written by :meth:`write`: by default one
+        file ``<id><suffix>`` holding the whole result. A suffix starting with ``/`` puts the item's files
+        in a folder of its own (see :func:`speechkit.jobs.outputs.output_name`)."""
+        return [(self.suffix, result)]
+
     def write(self, path: Path, result) -> None:
-        """Write one item's output file (only tasks with a ``suffix``)."""
+        """Write one output file (only tasks with a ``suffix``) to ``path``, a temporary name: a writer
+        choosing the format from the extension must be told the format."""
         raise NotImplementedError
 
     def merge(self, folder: Path, records: dict, fields: dict) -> dict:
@@ -187,3 +195,7 @@ class EncodeTask(Task):
                     for item_id, record in records.items()}
         write_json_manifest(manifest, folder / "outputs.json")
         return {"items": len(records), "manifest": str(folder / "outputs.json")}
+
+
+# The other shipped tasks register themselves on import (kept in their own module: they need this one).
+from speechkit.jobs import audio_tasks  # noqa: E402,F401

@@ -1,4 +1,5 @@
-"""A tiny ASR model folder and a manifest of its audio, for the batch-job tests and benchmark.
+"""Tiny model folders (ASR, separation, wav2vec 2.0 features) and a manifest of audio, for the batch-job tests
+and benchmark.
 
 The model is the exact tone "recognizer" of tests/integration/pretrained/tiny_asr.py. ``seconds_per_batch``
 makes each forward pass take at least that long; ``hold_file`` makes the ``hold_at_batch``-th and later
@@ -120,3 +121,74 @@ class SignalingToneEncoder(tiny_asr.FrameToneEncoder):
         if self.batches == self.at_batch:
             os.kill(os.getpid(), getattr(signal, self.signal_name))
         return super().forward(wavs, lengths)
+
+
+SEPARATION_SIZES = dict(enc_dim=16, kernel_size=16, bottleneck_dim=8, hidden_dim=16, conv_kernel=3,
+                        blocks_per_repeat=2, repeats=1)
+SEPARATION_HYPERPARAMS = """\
+interface: SeparationModel
+sample_rate: 8000
+num_speakers: 2
+separator: !new:speechkit.models.ConvTasNet
+  num_speakers: 2
+""" + "".join(f"  {k}: {v}\n" for k, v in SEPARATION_SIZES.items()) + """\
+modules:
+  separator: !ref <separator>
+pretrainer: !new:speechkit.pretrained.Pretrainer
+  loadables:
+    separator: !ref <separator>
+  paths:
+    separator: separator.safetensors
+"""
+FEATURES_HYPERPARAMS = """\
+interface: Wav2Vec2Features
+sample_rate: 16000
+config: !new:speechkit.models.wav2vec2.Wav2Vec2Config
+  conv_channels: [32, 32, 32, 32, 32, 32, 32]
+  d_model: 32
+  num_layers: 2
+  num_heads: 2
+  ffn_dim: 64
+  pos_conv_kernel: 8
+  pos_conv_groups: 4
+normalize: !new:speechkit.models.wav2vec2.WaveformNormalization
+wav2vec2: !new:speechkit.models.wav2vec2.Wav2Vec2Model [!ref <config>]
+modules:
+  normalize: !ref <normalize>
+  wav2vec2: !ref <wav2vec2>
+pretrainer: !new:speechkit.pretrained.Pretrainer
+  loadables:
+    wav2vec2: !ref <wav2vec2>
+  paths:
+    wav2vec2: encoder.safetensors
+"""
+
+
+def write_separation_model(folder, seed: int = 0) -> Path:
+    """A 2-speaker ConvTasNet separation model folder at 8 kHz (random weights: the jobs only need a
+    deterministic separator; the 16 kHz audio of :func:`write_manifest` is resampled on load)."""
+    from speechkit.models import ConvTasNet
+    from speechkit.pretrained.loading import save_weights
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    torch.manual_seed(seed)
+    (folder / "hyperparams.yaml").write_text(SEPARATION_HYPERPARAMS)
+    separator = ConvTasNet(num_speakers=2, **SEPARATION_SIZES)
+    save_weights(separator.state_dict(), folder / "separator.safetensors")
+    return folder
+
+
+def write_features_model(folder, seed: int = 0) -> Path:
+    """A wav2vec 2.0 feature model folder with 2 Transformer blocks of width 32 (random weights)."""
+    from speechkit.models.wav2vec2 import Wav2Vec2Config, Wav2Vec2Model
+    from speechkit.pretrained.loading import save_weights
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    torch.manual_seed(seed)
+    config = Wav2Vec2Config(conv_channels=(32,) * 7, d_model=32, num_layers=2, num_heads=2, ffn_dim=64,
+                            pos_conv_kernel=8, pos_conv_groups=4)
+    (folder / "hyperparams.yaml").write_text(FEATURES_HYPERPARAMS)
+    save_weights(Wav2Vec2Model(config).state_dict(), folder / "encoder.safetensors")
+    return folder
