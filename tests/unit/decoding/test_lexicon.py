@@ -9,7 +9,7 @@ from speechkit.decoding import Lexicon, ctc_prefix_beam_search
 from speechkit.errors import DataError
 from speechkit.tokenizers import SentencePieceTokenizer
 from tests.helpers.batch_invariance import assert_batch_invariant
-from tests.unit.asr.test_decoding import brute_force_labelings
+from tests.helpers.ctc_paths import brute_force_labelings
 
 # Token 1 starts a word; words "1 2" and "1 3 4" (think "▁A" and "▁BC").
 WORDS = [(1, 2), (1, 3, 4)]

@@ -7,7 +7,7 @@ import pytest
 
 from tests.helpers.scripts import load_script
 
-SCRIPT = Path(__file__).parents[3] / "benchmarks" / "wav2vec2.py"
+SCRIPT = Path(__file__).parents[2] / "benchmarks" / "wav2vec2.py"
 
 
 def test_wav2vec2_benchmark_prints_a_table(capsys):

@@ -7,7 +7,7 @@ import pytest
 
 from tests.helpers.scripts import load_script
 
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.slow

@@ -9,7 +9,7 @@ import pytest
 from speechkit.metrics import ErrorRateStats
 from tests.helpers.scripts import load_script
 
-TOOL = Path(__file__).parents[3] / "tools" / "error_by_speaking_rate.py"
+TOOL = Path(__file__).parents[2] / "tools" / "error_by_speaking_rate.py"
 
 
 def load_tool():

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from tests.helpers.scripts import load_script
 
-SCRIPT = Path(__file__).parents[3] / "benchmarks" / "recurrent_encoder.py"
+SCRIPT = Path(__file__).parents[2] / "benchmarks" / "recurrent_encoder.py"
 
 
 def test_recurrent_encoder_benchmark_prints_a_table(capsys):

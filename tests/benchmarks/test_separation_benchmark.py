@@ -5,7 +5,7 @@ from pathlib import Path
 
 from tests.helpers.scripts import load_script
 
-SCRIPT = Path(__file__).parents[3] / "benchmarks" / "separation.py"
+SCRIPT = Path(__file__).parents[2] / "benchmarks" / "separation.py"
 
 
 def test_separation_benchmark_prints_a_table(capsys):

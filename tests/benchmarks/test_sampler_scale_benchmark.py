@@ -10,7 +10,7 @@ import pytest
 
 from tests.helpers.scripts import load_script
 
-REPO = Path(__file__).parents[3]
+REPO = Path(__file__).parents[2]
 SCRIPT = REPO / "benchmarks" / "sampler_scale.py"
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from tests.helpers.scripts import load_script
 
-SCRIPT = Path(__file__).parents[3] / "benchmarks" / "asr_train.py"
+SCRIPT = Path(__file__).parents[2] / "benchmarks" / "asr_train.py"
 TINY = ["--device", "cpu", "--d-models", "16", "--layers", "1", "--heads", "2", "--kernel-size", "3",
         "--vocab-size", "8", "--batch-seconds", "4", "--bounds", "1", "2", "--steps", "2", "--warmup", "1"]
 
