@@ -36,19 +36,6 @@ COMMANDS = {
 }
 
 
-def name_value(text: str) -> tuple:
-    """argparse ``type=`` of ``NAME=VALUE`` options (repeat them with ``action="append"``, then ``dict()``).
-
-    Example:
-        >>> name_value("data_root=/corpora/x")
-        ('data_root', '/corpora/x')
-    """
-    name, sep, value = text.partition("=")
-    if not sep or not name or not value:
-        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {text!r}")
-    return name, value
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="speechkit", description="speechkit: train, evaluate and serve "
                                      "speech models from YAML recipes.")

@@ -30,7 +30,7 @@ from typing import Any, Optional
 import numpy as np
 
 from speechkit import distributed
-from speechkit.cli import name_value
+from speechkit.argtypes import name_value
 from speechkit.data.manifest import load_manifest, substitute, write_json_manifest
 from speechkit.errors import AudioError, HparamsError, ManifestError
 

@@ -21,7 +21,7 @@ import inspect
 import json
 import logging
 
-from speechkit.cli import name_value
+from speechkit.argtypes import name_value
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -22,7 +22,7 @@ import pathlib
 import sys
 from typing import Optional
 
-from speechkit.cli import name_value
+from speechkit.argtypes import name_value
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

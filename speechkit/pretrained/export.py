@@ -26,7 +26,7 @@ import pathlib
 import re
 import shutil
 
-from speechkit.cli import name_value
+from speechkit.argtypes import name_value
 from speechkit.errors import CheckpointError, SpeechkitError
 
 logger = logging.getLogger(__name__)
