@@ -2,13 +2,17 @@
 factor, for the ``small`` and ``paper`` presets, fp32 and bf16, beside the alternatives in the same run.
 
 Alternatives, same sizes and weights layout:
-  * ``torchaudio``: ``torchaudio.models.ConvTasNet`` with the same configuration, when a torchaudio release
-    matching the installed torch exists and is installed (the table says why it is absent otherwise; install
-    it only into an environment whose torch it was built for: ``pip index versions torchaudio``).
+  * ``torchaudio``: ``torchaudio.models.ConvTasNet`` with the same configuration (sizes, non-causal, global
+    layer norm, skip connections of B channels, no residual output on the last block, the same mask
+    activation), when a torchaudio release matching the installed torch is installed; the table says why it
+    is absent otherwise. ``benchmarks/peer_env.sh`` builds an environment with a torch that a torchaudio
+    release was built for. The parameter shapes are checked to be the same; what still differs is printed
+    (``TORCHAUDIO_DIFFERENCES``).
   * ``conv1d``: speechkit's model with PyTorch's dilated depthwise ``nn.Conv1d`` instead of its shifted-sum
     depthwise convolution (the obvious way to write it; CPU runs dilated grouped convolutions on a slow path).
 
 Usage:
+    OMP_NUM_THREADS=1 $(bash benchmarks/peer_env.sh) benchmarks/separation.py   # beside torchaudio
     python benchmarks/separation.py                          # small and paper, fp32 and bf16, 2 CPU cores
     python benchmarks/separation.py --presets small --batch 4 --seconds 2 --steps 5 --device cuda
 """
@@ -41,7 +45,22 @@ def with_conv1d_depthwise(model: ConvTasNet) -> ConvTasNet:
     return model
 
 
-def torchaudio_model(preset: str, speakers: int):
+#: What differs between torchaudio's ConvTasNet and speechkit's for the same sizes (both are non-causal, both
+#: normalize with a global layer norm: torchaudio's GroupNorm(1, C) is gLN with a per-channel affine map).
+TORCHAUDIO_DIFFERENCES = (
+    "torchaudio differs only in: no ReLU on the encoder output; the mixture zero-padded by L/2 on both "
+    "sides (two more frames); no length masks (gLN statistics over the whole padded batch item, which "
+    "speechkit takes over the valid frames only, for batch invariance)")
+
+
+def same_parameter_shapes(ours: nn.Module, theirs: nn.Module) -> bool:
+    """Whether both models hold the same multiset of parameter shapes (gLN's (1, C, 1) counted as (C,))."""
+    def shapes(model):
+        return sorted(tuple(s for s in p.shape if s != 1) for p in model.parameters())
+    return shapes(ours) == shapes(theirs)
+
+
+def torchaudio_model(preset: str, speakers: int, mask_activation: str):
     """torchaudio's ConvTasNet of the same configuration, or the reason it cannot run here."""
     try:
         version = importlib.metadata.version("torchaudio")
@@ -55,7 +74,8 @@ def torchaudio_model(preset: str, speakers: int):
     model = TorchaudioConvTasNet(num_sources=speakers, enc_kernel_size=p["kernel_size"],
                                  enc_num_feats=p["enc_dim"], msk_kernel_size=p["conv_kernel"],
                                  msk_num_feats=p["bottleneck_dim"], msk_num_hidden_feats=p["hidden_dim"],
-                                 msk_num_layers=p["blocks_per_repeat"], msk_num_stacks=p["repeats"])
+                                 msk_num_layers=p["blocks_per_repeat"], msk_num_stacks=p["repeats"],
+                                 msk_activate=mask_activation)
     return model, ""
 
 
@@ -135,8 +155,10 @@ def main(argv=None) -> int:
                 torch.manual_seed(0)
                 rows.append(("conv1d", with_conv1d_depthwise(ConvTasNet.from_preset(preset, args.speakers)),
                              True))
-            reference, reason = torchaudio_model(preset, args.speakers)
+            reference, reason = torchaudio_model(preset, args.speakers, ours.mask_activation)
             if reference is not None:
+                if not same_parameter_shapes(ours, reference):
+                    raise SystemExit(f"torchaudio's {preset} model has other parameter shapes than ours")
                 rows.append(("torchaudio", reference, False))
             base = None
             for name, model, takes_lengths in rows:
@@ -147,6 +169,7 @@ def main(argv=None) -> int:
                       f"{train / base:.2f} |", flush=True)
             if reference is None:
                 print(f"| {preset} | {dtype} | torchaudio | - | - | - | {reason} |", flush=True)
+    print(f"\nSame sizes and parameter shapes; {TORCHAUDIO_DIFFERENCES}.")
     return 0
 
 
