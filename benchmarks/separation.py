@@ -86,45 +86,57 @@ def call(model, mixture, lengths, takes_lengths: bool):
     return out[..., : mixture.shape[-1]]
 
 
-def measure(model, takes_lengths: bool, args, dtype: str, device: torch.device) -> tuple:
-    """(training seconds of audio per second, separation real-time factor)."""
+def measure(rows: list, args, dtype: str, device: torch.device) -> list:
+    """(training audio seconds per second, separation real-time factor) for each ``(model, takes_lengths)``.
+
+    The implementations take turns step by step (one training step of each, then the next round), so a change
+    in the load of a shared host reaches all of them alike instead of favouring whichever ran at a quiet time.
+    """
     rate = 8000
     generator = torch.Generator().manual_seed(0)
     mixture = torch.randn(args.batch, int(args.seconds * rate), generator=generator).to(device)
     targets = torch.randn(args.batch, args.speakers, mixture.shape[1], generator=generator).to(device)
     lengths = torch.full((args.batch,), mixture.shape[1], dtype=torch.int64, device=device)
-    model = model.to(device)
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    models = [model.to(device) for model, _ in rows]
+    optimizers = [torch.optim.Adam(model.parameters(), lr=1e-3) for model in models]
     autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=dtype == "bf16")
-    audio_seconds = args.batch * args.seconds
+    audio_seconds = args.steps * args.batch * args.seconds
 
-    def sync():
+    def timed(work, index: int) -> float:
         if device.type == "cuda":
             torch.cuda.synchronize()
+        start = time.perf_counter()
+        work(index)
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        return time.perf_counter() - start
 
-    model.train()
-    for step in range(args.warmup + args.steps):
-        if step == args.warmup:
-            sync()
-            start = time.perf_counter()
+    def train_step(index: int):
+        model, takes_lengths = models[index], rows[index][1]
         with autocast:
             loss, _ = pit_si_snr_loss(call(model, mixture, lengths, takes_lengths).float(), targets, lengths)
-        optimizer.zero_grad(set_to_none=True)
+        optimizers[index].zero_grad(set_to_none=True)
         loss.backward()
-        optimizer.step()
-    sync()
-    train = args.steps * audio_seconds / (time.perf_counter() - start)
-    model.eval()
-    with torch.no_grad():
-        for step in range(args.warmup + args.steps):
-            if step == args.warmup:
-                sync()
-                start = time.perf_counter()
-            with autocast:
-                call(model, mixture, lengths, takes_lengths)
-        sync()
-    rtf = (time.perf_counter() - start) / (args.steps * audio_seconds)
-    return train, rtf
+        optimizers[index].step()
+
+    def separate(index: int):
+        with torch.no_grad(), autocast:
+            call(models[index], mixture, lengths, rows[index][1])
+
+    train_time, separate_time = [0.0] * len(rows), [0.0] * len(rows)
+    for model in models:
+        model.train()
+    for step in range(args.warmup + args.steps):
+        for index in range(len(rows)):
+            spent = timed(train_step, index)
+            train_time[index] += spent if step >= args.warmup else 0.0
+    for model in models:
+        model.eval()
+    for step in range(args.warmup + args.steps):
+        for index in range(len(rows)):
+            spent = timed(separate, index)
+            separate_time[index] += spent if step >= args.warmup else 0.0
+    return [(audio_seconds / train, spent / audio_seconds) for train, spent in zip(train_time, separate_time)]
 
 
 def main(argv=None) -> int:
@@ -144,8 +156,8 @@ def main(argv=None) -> int:
     print(f"torch {torch.__version__}, {platform.processor() or platform.machine()}, {device}, "
           f"{torch.get_num_threads()} threads; batch {args.batch} x {args.seconds} s at 8 kHz")
     print("| preset | dtype | implementation | parameters | train audio s/s | separation RTF | "
-          "train vs speechkit |")
-    print("| --- | --- | --- | --- | --- | --- | --- |")
+          "train speed vs speechkit | separation time vs speechkit |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     for preset in args.presets:
         for dtype in args.dtypes:
             torch.manual_seed(0)
@@ -160,15 +172,14 @@ def main(argv=None) -> int:
                 if not same_parameter_shapes(ours, reference):
                     raise SystemExit(f"torchaudio's {preset} model has other parameter shapes than ours")
                 rows.append(("torchaudio", reference, False))
-            base = None
-            for name, model, takes_lengths in rows:
+            results = measure([(model, takes) for _, model, takes in rows], args, dtype, device)
+            base_train, base_rtf = results[0]
+            for (name, model, _), (train, rtf) in zip(rows, results):
                 count = sum(p.numel() for p in model.parameters())
-                train, rtf = measure(model, takes_lengths, args, dtype, device)
-                base = train if base is None else base
                 print(f"| {preset} | {dtype} | {name} | {count:,} | {train:.2f} | {rtf:.4f} | "
-                      f"{train / base:.2f} |", flush=True)
+                      f"{train / base_train:.2f} | {rtf / base_rtf:.2f} |", flush=True)
             if reference is None:
-                print(f"| {preset} | {dtype} | torchaudio | - | - | - | {reason} |", flush=True)
+                print(f"| {preset} | {dtype} | torchaudio | - | - | - | - | {reason} |", flush=True)
     print(f"\nSame sizes and parameter shapes; {TORCHAUDIO_DIFFERENCES}.")
     return 0
 
