@@ -79,10 +79,12 @@ class DepthwiseDilatedConv(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         frames, half = x.shape[-1], self.dilation * (self.kernel - 1) // 2
         padded = nn.functional.pad(x, (half, half))
-        out = self.bias.view(1, -1, 1).to(x.dtype)
-        for k in range(self.kernel):
+        weight = self.weight.to(x.dtype).unsqueeze(0)  # (1, channels, 1, kernel)
+        # addcmul writes each tap's product into the sum in one pass (a multiply then an add would take two).
+        out = torch.addcmul(self.bias.to(x.dtype).view(1, -1, 1), weight[..., 0], padded[..., :frames])
+        for k in range(1, self.kernel):
             start = k * self.dilation
-            out = out + self.weight[:, :, k].unsqueeze(0).to(x.dtype) * padded[..., start:start + frames]
+            out = out.addcmul_(weight[..., k], padded[..., start:start + frames])
         return out
 
 
