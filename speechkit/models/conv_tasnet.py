@@ -61,9 +61,8 @@ class DepthwiseDilatedConv(nn.Module):
     """Same-length dilated depthwise convolution, written as a sum of ``kernel`` shifted products.
 
     Equal to ``nn.Conv1d(channels, channels, kernel, dilation=d, padding=d*(kernel-1)//2, groups=channels)``
-    (same parameter shapes), but faster on CPU, where PyTorch runs dilated grouped convolutions on a generic
-    path (benchmarks/separation.py: 1.1x in training, 1.4x in separation for the small preset). Input and
-    output ``(batch, channels, frames)``.
+    (same parameter shapes), and as fast or faster in training on CPU (benchmarks/separation.py, small preset,
+    torch 2.14: 1.1x in fp32 and bf16). Input and output ``(batch, channels, frames)``.
     """
 
     def __init__(self, channels: int, kernel: int, dilation: int):
