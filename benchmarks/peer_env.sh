@@ -42,7 +42,7 @@ print(" ".join(n for n in names if re.split(r"[<>=!~ \[]", n)[0] != "torch"))
 PY
 )
   # shellcheck disable=SC2086
-  pip_install $deps setuptools "torch==$version.*"
+  pip_install $deps "setuptools>=70.1" "torch==$version.*"  # 70.1+: editable installs without wheel
   "$venv/bin/python" - "$version" <<'PY'
 import sys
 
