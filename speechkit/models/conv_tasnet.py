@@ -53,8 +53,11 @@ class GlobalLayerNorm(nn.Module):
             return nn.functional.group_norm(x, 1, self.weight.view(-1), self.bias.view(-1), self.eps)
         count = (mask.sum(dim=(1, 2), keepdim=True) * x.shape[1]).clamp(min=1.0)
         mean = (x * mask).sum(dim=(1, 2), keepdim=True) / count
-        var = (((x - mean) * mask) ** 2).sum(dim=(1, 2), keepdim=True) / count
-        return ((x - mean) / torch.sqrt(var + self.eps) * self.weight + self.bias) * mask
+        centered = (x - mean) * mask
+        var = (centered * centered).sum(dim=(1, 2), keepdim=True) / count
+        # Fold the normalization into a per-item, per-channel scale and shift: one addcmul over the frames.
+        scale = self.weight * torch.rsqrt(var + self.eps)  # (batch, channels, 1)
+        return torch.addcmul(self.bias - mean * scale, x, scale) * mask
 
 
 class DepthwiseDilatedConv(nn.Module):
