@@ -47,8 +47,9 @@ class GlobalLayerNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(1, channels, 1))
         self.bias = nn.Parameter(torch.zeros(1, channels, 1))
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor = None) -> torch.Tensor:
-        """``mask``: (batch, 1, frames) float, 1 on valid frames, or None when all are."""
+    def forward(self, x: torch.Tensor, mask: torch.Tensor = None, zero_padding: bool = True) -> torch.Tensor:
+        """``mask``: (batch, 1, frames) float, 1 on valid frames, or None when all are. ``zero_padding=False``
+        leaves the frames past each length as they come (for a consumer that works frame by frame)."""
         if mask is None:
             return nn.functional.group_norm(x, 1, self.weight.view(-1), self.bias.view(-1), self.eps)
         count = (mask.sum(dim=(1, 2), keepdim=True) * x.shape[1]).clamp(min=1.0)
@@ -57,7 +58,8 @@ class GlobalLayerNorm(nn.Module):
         var = (centered * centered).sum(dim=(1, 2), keepdim=True) / count
         # Fold the normalization into a per-item, per-channel scale and shift: one addcmul over the frames.
         scale = self.weight * torch.rsqrt(var + self.eps)  # (batch, channels, 1)
-        return torch.addcmul(self.bias - mean * scale, x, scale) * mask
+        out = torch.addcmul(self.bias - mean * scale, x, scale)
+        return out * mask if zero_padding else out
 
 
 class DepthwiseDilatedConv(nn.Module):
@@ -104,7 +106,8 @@ class TemporalBlock(nn.Module):
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor = None) -> tuple:
         y = self.norm1(self.act1(self.expand(x)), mask)  # zero past the length: the depthwise conv's padding
-        y = self.norm2(self.act2(self.depthwise(y)), mask)
+        # Only 1x1 convolutions read norm2's output: what lies past a length never reaches a valid frame.
+        y = self.norm2(self.act2(self.depthwise(y)), mask, zero_padding=False)
         out = x + self.residual(y) if self.residual is not None else x
         return out, self.skip(y)
 
@@ -179,7 +182,7 @@ class ConvTasNet(nn.Module):
             mask = None  # no padding anywhere (fixed-length training crops): the unmasked, fused gLN
         encoded = torch.relu(self.encoder(x))
         encoded = encoded if mask is None else encoded * mask
-        y = self.bottleneck(self.input_norm(encoded, mask))
+        y = self.bottleneck(self.input_norm(encoded, mask, zero_padding=False))  # 1x1: frame by frame
         skips = 0
         for block in self.blocks:
             y, skip = block(y, mask)
