@@ -57,3 +57,8 @@ def test_depthwise_matches_torch_conv_and_gln_ignores_padding():
     padded = x[:1].clone()
     padded[..., 30:] = 1e3
     torch.testing.assert_close(norm(padded, mask)[..., :30], norm(x[:1, :, :30], torch.ones(1, 1, 30)))
+    with torch.no_grad():
+        norm.weight.uniform_(0.5, 2.0)
+        norm.bias.normal_()
+    # No mask (every frame valid): the fused group_norm path gives what the masked one gives.
+    torch.testing.assert_close(norm(x, None), norm(x, torch.ones(2, 1, 40)))
