@@ -444,6 +444,17 @@ class Brain:
         self.tensorboard.stage_values(stage.value, epoch, loss, metrics)
         return loss, metrics
 
+    @property
+    def raw_modules(self) -> torch.nn.ModuleDict:
+        """The modules themselves, never wrapped (DistributedDataParallel, ``torch.compile``): for reading a
+        module's config, calling its own methods or saving its weights, during ``fit`` too.
+
+        Example:
+            >>> Brain({"model": torch.nn.Linear(2, 1)}).raw_modules.model.in_features  # doctest: +SKIP
+            2
+        """
+        return self._raw_modules
+
     # --- plumbing -----------------------------------------------------------------------------------------
     @property
     def _wrapped_modules(self) -> torch.nn.ModuleDict:

@@ -9,10 +9,11 @@ as the top-level key ``lr_scheduler``::
         lr_initial: 0.001
         n_warmup_steps: 2500
 
-A schedule that needs the length of the run (``WarmupCosineScheduler`` without ``total_steps``) gets it from
-:class:`speechkit.Brain` when ``fit`` starts, through :meth:`Scheduler.set_total_steps`: the number of
-optimizer steps of the whole run (epochs x optimizer steps per epoch, with the world size and the gradient
-accumulation of this run, ``--grad_accumulation_factor auto`` included). The count is the same when a run
+A schedule that needs the length of the run (``WarmupCosineScheduler`` or ``TriStageScheduler`` without
+``total_steps``) gets it from :class:`speechkit.Brain` when ``fit`` starts, through
+:meth:`Scheduler.set_total_steps`: the number of optimizer steps of the whole run (epochs x optimizer steps
+per epoch, with the world size and the gradient accumulation of this run, ``--grad_accumulation_factor
+auto`` included). The count is the same when a run
 resumes, so a resumed schedule continues where it stopped.
 
 Example:
@@ -148,6 +149,9 @@ class TriStageScheduler(Scheduler):
     rises linearly from ``init_lr_scale * lr_peak`` to ``lr_peak``, holds, then decays exponentially to
     ``final_lr_scale * lr_peak`` (held after ``total_steps``).
 
+    Leave ``total_steps`` out in a recipe's YAML and Brain fills it in when ``fit`` starts
+    (:meth:`set_total_steps`: epochs x optimizer steps per epoch, world size and accumulation included).
+
     Example:
         >>> sched = TriStageScheduler(lr_peak=1.0, total_steps=10, phase_ratio=(0.2, 0.4, 0.4))
         >>> [round(sched.lr_for(s), 3) for s in (0, 1, 2, 5, 9, 20)]
@@ -156,18 +160,37 @@ class TriStageScheduler(Scheduler):
 
     interval = "batch"
 
-    def __init__(self, lr_peak: float, total_steps: int, phase_ratio=(0.1, 0.4, 0.5),
+    def __init__(self, lr_peak: float, total_steps: Optional[int] = None, phase_ratio=(0.1, 0.4, 0.5),
                  init_lr_scale: float = 0.01, final_lr_scale: float = 0.05):
         super().__init__()
         if len(phase_ratio) != 3 or abs(sum(phase_ratio) - 1.0) > 1e-6 or min(phase_ratio) < 0:
             raise ValueError(f"phase_ratio must be three fractions summing to 1, got {list(phase_ratio)}")
-        self.lr_peak = float(lr_peak)
+        if total_steps is not None and int(total_steps) < 1:
+            raise ValueError(f"total_steps must be >= 1, got {total_steps}")
+        self.lr_peak, self.phase_ratio = float(lr_peak), tuple(float(r) for r in phase_ratio)
         self.init_lr, self.final_lr = self.lr_peak * init_lr_scale, self.lr_peak * final_lr_scale
-        self.warmup = int(round(phase_ratio[0] * total_steps))
-        self.hold = int(round(phase_ratio[1] * total_steps))
-        self.decay = max(1, int(total_steps) - self.warmup - self.hold)
+        self.total_steps: Optional[int] = None
+        self.length_from_run = total_steps is None
+        if total_steps is not None:
+            self._split(int(total_steps))
+
+    def _split(self, total_steps: int) -> None:
+        self.total_steps = total_steps
+        self.warmup = int(round(self.phase_ratio[0] * total_steps))
+        self.hold = int(round(self.phase_ratio[1] * total_steps))
+        self.decay = max(1, total_steps - self.warmup - self.hold)
+
+    def set_total_steps(self, total_steps: int) -> None:
+        """Split a run of ``total_steps`` optimizer steps into the three phases (unless ``total_steps`` was
+        given)."""
+        if self.length_from_run:
+            self._split(max(1, int(total_steps)))
 
     def lr_for(self, steps: int) -> float:
+        if self.total_steps is None:
+            raise ValueError(
+                "TriStageScheduler has no total_steps: give it in the YAML, or let Brain.fit set it"
+            )
         if steps < self.warmup:
             return self.init_lr + (self.lr_peak - self.init_lr) * steps / self.warmup
         steps -= self.warmup

@@ -10,6 +10,7 @@ import sys
 import torch
 
 import speechkit
+from speechkit.recipe import fit_and_evaluate, start
 from speechkit.stage import Stage
 
 
@@ -50,26 +51,16 @@ class ToneBrain(speechkit.Brain):
 
 
 def main(argv):
-    hparams_file, run_opts, overrides = speechkit.parse_arguments(argv)
-    hparams = speechkit.load_hparams(hparams_file, overrides, run_opts=run_opts)
-    speechkit.create_experiment_directory(
-        hparams["output_folder"], hparams_file, overrides, run_opts=run_opts
-    )
+    run = start(argv)  # run options, YAML, processes, experiment folder
+    hparams = run.hparams
     data = {
         stage: make_tones(hparams[f"{stage}_items"], hparams, seed=index)
         for index, stage in enumerate(("train", "valid", "test"))
     }
     brain = ToneBrain(
-        {"model": hparams["model"]}, hparams["opt_class"], hparams, run_opts, hparams["checkpointer"]
+        {"model": hparams["model"]}, hparams["opt_class"], hparams, run.run_opts, hparams["checkpointer"]
     )
-    brain.fit(
-        hparams["epoch_counter"],
-        data["train"],
-        data["valid"],
-        train_loader_kwargs=hparams["train_loader_kwargs"],
-        valid_loader_kwargs=hparams["eval_loader_kwargs"],
-    )
-    brain.evaluate(data["test"], min_key="loss", test_loader_kwargs=hparams["eval_loader_kwargs"])
+    fit_and_evaluate(brain, hparams, data, min_key="loss")
 
 
 if __name__ == "__main__":

@@ -1,13 +1,14 @@
 """Data for the separation recipe: the built-in corpus spoken by many voices, and mixtures of held-out voices.
 
-``prepare_data`` builds the corpus (``speechkit corpus`` with every voice, the extra warps included) unless
-``data_folder`` already holds one, then writes the valid and test mixture sets (wsj0-2mix layout, see
-``speechkit.data.mixtures``) from the voices held out of training. Training mixes the training utterances on
-the fly (``DynamicMixtures``). Any corpus with ``{split}.json`` manifests carrying ``wav`` and ``spk`` fields
+``prepare_manifests`` builds the corpus (``speechkit corpus`` with every voice, the extra warps included)
+unless ``data_folder`` already holds one, then writes the valid and test mixture sets (wsj0-2mix layout, see
+``speechkit.data.mixtures``) from the voices held out of training; ``speechkit.recipe.start`` runs it on the
+main process first (``build=True``), then on every process. Training mixes the training utterances on the
+fly (``DynamicMixtures``). Any corpus with ``{split}.json`` manifests carrying ``wav`` and ``spk`` fields
 works: point ``data_folder`` at it and set ``corpus_size: null``.
 
 Example:
-    >>> paths = prepare_data(hparams)  # doctest: +SKIP
+    >>> paths = prepare_manifests(hparams)  # doctest: +SKIP
     >>> sorted(paths)  # doctest: +SKIP
     ['test', 'train', 'valid']
 """
@@ -36,7 +37,7 @@ def build_corpus_if_missing(hparams: dict) -> None:
                               valid_voices=hparams["valid_voices"], num_workers=os.cpu_count() or 1))
 
 
-def prepare_data(hparams: dict, build: bool = True) -> dict:
+def prepare_manifests(hparams: dict, build: bool = True) -> dict:
     """``{"train": corpus train manifest, "valid": mixtures, "test": mixtures}``; with ``build`` (on the main
     process), create what is missing first."""
     corpus, mixtures = hparams["data_folder"], hparams["mixtures_folder"]

@@ -12,20 +12,18 @@ The test report (``separation_test.txt``) lists SI-SNRi and SDRi per mixture, wo
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import torch
 
 import speechkit
-from speechkit import distributed as dist
 from speechkit.data import DynamicItemDataset, read_audio
 from speechkit.data.mixtures import DynamicMixtures, load_sources
 from speechkit.metrics import SeparationStats
 from speechkit.nn import apply_permutation, pit_si_snr_loss
+from speechkit.recipe import fit_and_evaluate, sibling_module, start
 from speechkit.stage import Stage
 
-sys.path.insert(0, str(Path(__file__).absolute().parent))  # not resolved: a recipe may link to this file
-from prepare import prepare_data  # noqa: E402  (the recipe's own helper, next to this file)
+prepare = sibling_module(__file__, "prepare")  # the recipe's own data preparation, next to this file
 
 
 class Separation(speechkit.Brain):
@@ -52,7 +50,7 @@ class Separation(speechkit.Brain):
         if stage == Stage.TRAIN:
             return None
         summary = self.stats.summarize()
-        if stage == Stage.TEST and dist.is_main():
+        if stage == Stage.TEST and self.context.is_main:
             self.stats.write_stats(self.hparams.report_file)
         return {key: summary[key] for key in ("si_snri", "sdri") if key in summary}
 
@@ -76,23 +74,14 @@ def datasets(hparams: dict, paths: dict) -> dict:
 
 
 def main(argv):
-    hparams_file, run_opts, overrides = speechkit.parse_arguments(argv)
-    hparams = speechkit.load_hparams(hparams_file, overrides, run_opts=run_opts)
-    dist.init(run_opts)
-    speechkit.create_experiment_directory(hparams["output_folder"], hparams_file, overrides,
-                                          run_opts=run_opts)
-    dist.run_on_main(prepare_data, args=(hparams,))  # builds corpus and mixtures once; the others wait
-    data = datasets(hparams, prepare_data(hparams, build=False))
+    run = start(argv, prepare=prepare.prepare_manifests)  # builds corpus and mixtures once; the others wait
+    hparams = run.hparams
     modules = {"separator": hparams["separator"]}
     checkpointer = speechkit.Checkpointer(hparams["save_folder"],
                                           {**modules, "counter": hparams["epoch_counter"]})
-    brain = Separation(modules, hparams["opt_class"], hparams, run_opts, checkpointer)
-    brain.lr_scheduler = hparams["lr_scheduler"]
-    brain.fit(hparams["epoch_counter"], data["train"], data["valid"],
-              train_loader_kwargs=hparams["train_loader_kwargs"],
-              valid_loader_kwargs=hparams["eval_loader_kwargs"])
-    brain.evaluate(data["test"], min_key=hparams["test_min_key"],
-                   test_loader_kwargs=hparams["eval_loader_kwargs"])
+    # The LR schedule is the YAML's lr_scheduler (Brain reads it from hparams).
+    brain = Separation(modules, hparams["opt_class"], hparams, run.run_opts, checkpointer)
+    fit_and_evaluate(brain, hparams, datasets(hparams, run.manifests), min_key=hparams["test_min_key"])
     return brain
 
 

@@ -14,22 +14,21 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from pathlib import Path
 
 import torch
 
 import speechkit
-from speechkit import distributed as dist
 from speechkit.data import DynamicItemDataset, provides, read_audio, takes
 from speechkit.decoding import Lexicon, ctc_greedy_decode, ctc_prefix_beam_search
 from speechkit.metrics import ErrorRateStats
 from speechkit.nn.losses import ctc_loss
 from speechkit.pretrained.huggingface_wav2vec2 import load_wav2vec2
+from speechkit.pretrained.loading import load_into, load_weights
+from speechkit.recipe import fit_and_evaluate, sibling_module, start
 from speechkit.stage import Stage
 from speechkit.tokenizers import SentencePieceTokenizer
 
-sys.path.insert(0, str(Path(__file__).absolute().parent))  # not resolved: prepare.py links to ../ASR
-from prepare import prepare_manifests  # noqa: E402
+prepare = sibling_module(__file__, "prepare")  # links to ../ASR/prepare.py: the same corpus
 
 
 class CTCFineTuning(speechkit.Brain):
@@ -68,7 +67,7 @@ class CTCFineTuning(speechkit.Brain):
     def on_stage_end(self, stage, stage_loss, epoch=None):
         if stage == Stage.TRAIN:
             return None
-        if stage == Stage.TEST and dist.is_main():
+        if stage == Stage.TEST and self.context.is_main:
             self.wer_stats.write_stats(self.hparams.wer_file)
         return {"WER": self.wer_stats.summarize("error_rate"), "CER": self.cer_stats.summarize("error_rate")}
 
@@ -84,25 +83,11 @@ def build_encoder(hparams: dict):
             "mask_prob", "mask_length", "mask_channel_prob", "mask_channel_length")}
         encoder.config = encoder.config.replace(**masking)
     elif hparams["pretrained_encoder"]:
-        state = torch.load(hparams["pretrained_encoder"], map_location="cpu", weights_only=True)
-        encoder.load_state_dict(state)
-    encoder.feature_encoder.requires_grad_(False)  # frozen from the start (fairseq's feature_grad_mult 0)
+        load_into(encoder, load_weights(hparams["pretrained_encoder"]), hparams["pretrained_encoder"])
+    # Frozen from the start (fairseq's feature_grad_mult 0). A part of `encoder`, so not a trainable_modules
+    # entry: Brain leaves parameters without requires_grad out of the optimizer (and DDP), in train mode.
+    encoder.feature_encoder.requires_grad_(False)
     return encoder
-
-
-def load_tokenizer(hparams: dict, manifest: str) -> SentencePieceTokenizer:
-    """The character tokenizer of ../Tokenizer; trained here on the training transcripts when missing."""
-    path = Path(hparams["tokenizer_file"])
-    if not path.is_file():
-        def train():
-            SentencePieceTokenizer.train(
-                manifest, path.parent / "build", vocab_size=hparams["vocab_size"], model_type="char",
-                pad_id=hparams["blank_index"], unk_id=1, bos_id=hparams["bos_index"],
-                eos_id=hparams["eos_index"], replacements={"data_root": hparams["data_folder"]},
-                hard_vocab_limit=False).save(path)
-
-        dist.run_on_main(train)
-    return SentencePieceTokenizer.load(path)
 
 
 def dataio_prepare(hparams: dict, manifests: dict, tokenizer) -> dict:
@@ -130,37 +115,28 @@ def dataio_prepare(hparams: dict, manifests: dict, tokenizer) -> dict:
 
 
 def main(argv):
-    hparams_file, run_opts, overrides = speechkit.parse_arguments(argv)
-    hparams = speechkit.load_hparams(hparams_file, overrides, run_opts=run_opts)
-    dist.init(run_opts)
-    speechkit.create_experiment_directory(hparams["output_folder"], hparams_file, overrides,
-                                          run_opts=run_opts)
-    dist.run_on_main(prepare_manifests, args=(hparams,))
-    manifests = prepare_manifests(hparams, build=False)
-    tokenizer = load_tokenizer(hparams, manifests["train"])
-    datasets = dataio_prepare(hparams, manifests, tokenizer)
+    run = start(argv, prepare=prepare.prepare_manifests)
+    hparams, data_root = run.hparams, {"data_root": run.hparams["data_folder"]}
+    # The character tokenizer of ../Tokenizer; trained here on the training transcripts when missing.
+    tokenizer = SentencePieceTokenizer.load_or_train(
+        hparams["tokenizer_file"], run.manifests["train"], vocab_size=hparams["vocab_size"],
+        model_type="char", pad_id=hparams["blank_index"], unk_id=1, bos_id=hparams["bos_index"],
+        eos_id=hparams["eos_index"], replacements=data_root, hard_vocab_limit=False)
+    datasets = dataio_prepare(hparams, run.manifests, tokenizer)
     modules = {"normalize": hparams["normalize"], "encoder": build_encoder(hparams),
                "ctc_head": hparams["ctc_head"]}
     checkpointer = speechkit.Checkpointer(hparams["save_folder"],
                                           {**modules, "counter": hparams["epoch_counter"]})
-    brain = CTCFineTuning(modules, hparams["opt_class"], hparams, run_opts, checkpointer)
+    # The tri-stage lr_scheduler of the YAML gets the run's optimizer steps from Brain when fit starts.
+    brain = CTCFineTuning(modules, hparams["opt_class"], hparams, run.run_opts, checkpointer)
     brain.tokenizer = tokenizer
-    words = {word for text in datasets["train"].data.values() for word in str(text["text"]).split()}
-    brain.lexicon = Lexicon.from_tokenizer(tokenizer, words) if hparams["closed_vocabulary"] else None
+    brain.lexicon = (Lexicon.from_manifest(run.manifests["train"], tokenizer, data_root)
+                     if hparams["closed_vocabulary"] else None)
     brain.lm = None
     if hparams["lm_weight"]:
-        lm = hparams["lm"]
-        lm.load_state_dict(torch.load(hparams["lm_checkpoint"], map_location="cpu", weights_only=True))
-        brain.lm = lm.to(brain.device).eval()
-    train_loader = brain.make_dataloader(datasets["train"], Stage.TRAIN, hparams["train_loader_kwargs"])
-    accumulation = brain.run_opts.grad_accumulation_factor
-    accumulation = accumulation if isinstance(accumulation, int) else 1
-    total = hparams["number_of_epochs"] * max(1, len(train_loader) // accumulation)
-    brain.lr_scheduler = hparams["lr_scheduler"](total_steps=total)
-    brain.fit(hparams["epoch_counter"], train_loader, datasets["valid"],
-              train_loader_kwargs=hparams["train_loader_kwargs"],
-              valid_loader_kwargs=hparams["eval_loader_kwargs"])
-    brain.evaluate(datasets["test"], min_key="WER", test_loader_kwargs=hparams["eval_loader_kwargs"])
+        load_into(hparams["lm"], load_weights(hparams["lm_checkpoint"]), hparams["lm_checkpoint"])
+        brain.lm = hparams["lm"].to(brain.device).eval()
+    fit_and_evaluate(brain, hparams, datasets, min_key="WER")
     return brain
 
 

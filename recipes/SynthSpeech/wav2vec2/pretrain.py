@@ -13,17 +13,15 @@ perplexities and the Gumbel temperature; checkpoints are also saved within epoch
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import torch
 
 import speechkit
-from speechkit import distributed as dist
 from speechkit.data import DynamicItemDataset, provides, read_audio, takes
 from speechkit.models.wav2vec2 import PretrainingMonitor, batch_generator
+from speechkit.recipe import sibling_module, start
 
-sys.path.insert(0, str(Path(__file__).absolute().parent))  # not resolved: prepare.py links to ../ASR
-from prepare import prepare_manifests  # noqa: E402
+prepare = sibling_module(__file__, "prepare")  # links to ../ASR/prepare.py: the same corpus
 
 
 class Wav2Vec2Pretrainer(speechkit.Brain):
@@ -41,14 +39,14 @@ class Wav2Vec2Pretrainer(speechkit.Brain):
 
     def optimizer_step(self):
         super().optimizer_step()
-        self._raw_modules.wav2vec2.set_num_updates(self.optimizer_steps)  # anneal the Gumbel temperature
+        self.raw_modules.wav2vec2.set_num_updates(self.optimizer_steps)  # anneal the Gumbel temperature
 
     def on_fit_start(self):
         super().on_fit_start()
-        self._raw_modules.wav2vec2.set_num_updates(self.optimizer_steps)  # also after a recovery
+        self.raw_modules.wav2vec2.set_num_updates(self.optimizer_steps)  # also after a recovery
 
     def on_stage_start(self, stage, epoch=None):
-        config = self._raw_modules.wav2vec2.config
+        config = self.raw_modules.wav2vec2.config
         self.monitor = PretrainingMonitor(config.codebook_groups, config.codebook_entries,
                                           self.hparams.collapse_fraction)
 
@@ -77,23 +75,19 @@ def dataio_prepare(hparams: dict, manifests: dict) -> dict:
 
 
 def main(argv):
-    hparams_file, run_opts, overrides = speechkit.parse_arguments(argv)
-    hparams = speechkit.load_hparams(hparams_file, overrides, run_opts=run_opts)
-    dist.init(run_opts)
-    speechkit.create_experiment_directory(hparams["output_folder"], hparams_file, overrides,
-                                          run_opts=run_opts)
-    dist.run_on_main(prepare_manifests, args=(hparams,))  # builds the corpus once; the others wait
-    datasets = dataio_prepare(hparams, prepare_manifests(hparams, build=False))
+    run = start(argv, prepare=prepare.prepare_manifests)  # builds the corpus once; the others wait
+    hparams = run.hparams
+    datasets = dataio_prepare(hparams, run.manifests)
     modules = {"wav2vec2": hparams["wav2vec2"]}
     checkpointer = speechkit.Checkpointer(hparams["save_folder"],
                                           {**modules, "counter": hparams["epoch_counter"]})
-    brain = Wav2Vec2Pretrainer(modules, hparams["opt_class"], hparams, run_opts, checkpointer)
-    brain.lr_scheduler = hparams["lr_scheduler"]
+    # The LR schedule is the YAML's lr_scheduler (Brain reads it from hparams).
+    brain = Wav2Vec2Pretrainer(modules, hparams["opt_class"], hparams, run.run_opts, checkpointer)
     brain.fit(hparams["epoch_counter"], datasets["train"], datasets["valid"],
               train_loader_kwargs=hparams["train_loader_kwargs"],
               valid_loader_kwargs=hparams["eval_loader_kwargs"])
-    if dist.is_main():  # the encoder alone, for fine-tuning (finetune.yaml's pretrained_encoder)
-        torch.save(brain._raw_modules.wav2vec2.wav2vec2.state_dict(), hparams["encoder_file"])
+    if brain.context.is_main:  # the encoder alone, for fine-tuning (finetune.yaml's pretrained_encoder)
+        torch.save(brain.raw_modules.wav2vec2.wav2vec2.state_dict(), hparams["encoder_file"])
     return brain
 
 

@@ -1,7 +1,7 @@
 """The getting-started recipes run unchanged under torchrun and the self-spawning launcher (2 gloo workers).
 
-Neither script calls ``speechkit.distributed.init``: ``parse_arguments`` starts the workers (self-spawning) or
-remembers the run options, and ``create_experiment_directory`` joins the process group. The README's script is
+Neither script calls ``speechkit.distributed.init`` itself: ``speechkit.recipe.start`` parses the command line
+(starting the workers when self-spawning), loads the YAML and joins the process group. The README's script is
 taken from README.md itself, so the test fails when the README stops being runnable.
 """
 from __future__ import annotations

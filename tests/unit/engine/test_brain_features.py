@@ -8,7 +8,7 @@ import torch
 from speechkit.brain import Brain
 from speechkit.checkpoints import Checkpointer, EpochCounter
 from speechkit.errors import HparamsError
-from speechkit.schedulers import NewBobScheduler, NoamScheduler, WarmupCosineScheduler
+from speechkit.schedulers import NewBobScheduler, NoamScheduler, TriStageScheduler, WarmupCosineScheduler
 
 COLLATE = torch.utils.data.default_collate
 LOADER = {"batch_size": 2, "shuffle": False, "collate_fn": COLLATE}
@@ -102,6 +102,24 @@ def test_the_schedule_gets_the_run_length_in_optimizer_steps(accumulation, expec
     assert schedule.steps == expected
 
 
+@pytest.mark.parametrize("accumulation, expected", [
+    (2, 6),  # 5 batches an epoch, 2 epochs: steps after batches 2, 4 and 5 of each
+    ("auto", 4),  # global batch 8 of loader batches of 2: 4 micro-batches a step, the last one shorter
+])
+def test_tri_stage_gets_its_phases_from_the_run_length(accumulation, expected):
+    schedule = TriStageScheduler(lr_peak=0.1, phase_ratio=(0.25, 0.25, 0.5))
+    opts = {"grad_accumulation_factor": accumulation, "global_batch_size": 8}
+    brain = two_stage(run_opts=opts, lr_scheduler=schedule)
+    brain.fit(EpochCounter(2), dataset(10), train_loader_kwargs=LOADER)
+    assert brain.total_optimizer_steps == brain.optimizer_steps == schedule.total_steps == expected
+    reference = TriStageScheduler(lr_peak=0.1, total_steps=expected, phase_ratio=(0.25, 0.25, 0.5))
+    assert schedule.steps == expected and schedule.current_lr() == pytest.approx(0.1 * 0.05)
+    steps = range(expected + 2)
+    assert [schedule.lr_for(s) for s in steps] == [reference.lr_for(s) for s in steps]
+    with pytest.raises(ValueError, match="no total_steps"):
+        TriStageScheduler(lr_peak=0.1).current_lr()
+
+
 def test_a_given_total_is_kept_and_the_step_limit_caps_the_count():
     schedule = WarmupCosineScheduler(lr_peak=0.1, warmup_steps=2, total_steps=50)
     brain = two_stage(run_opts={"optimizer_step_limit": 3}, lr_scheduler=schedule)
@@ -113,7 +131,8 @@ def test_a_given_total_is_kept_and_the_step_limit_caps_the_count():
     lambda: WarmupCosineScheduler(lr_peak=0.1, warmup_steps=2),
     lambda: NoamScheduler(lr_initial=0.1, n_warmup_steps=2),
     lambda: NewBobScheduler(initial_value=0.1),
-], ids=["cosine", "noam", "newbob"])
+    lambda: TriStageScheduler(lr_peak=0.1),
+], ids=["cosine", "noam", "newbob", "tristage"])
 def test_every_builtin_schedule_resumes_on_the_same_trajectory(tmp_path, make):
     class Interrupted(Exception):
         pass

@@ -1,9 +1,9 @@
-"""Fit a tiny model with a WarmupCosineScheduler whose length comes from the engine; write what it got.
+"""Fit a tiny model with a schedule whose length comes from the engine; write what it got.
 
-Usage: ``torchrun --nproc_per_node N schedule_length.py OUT_DIR [run options]``. Each rank writes
-``OUT_DIR/rank<R>.json`` with the accumulation factor, the total optimizer steps Brain counted, the
-schedule's ``total_steps``, the optimizer steps really made, and the weights: the frozen module's (under
-DDP only the trainable one is wrapped) and the head's.
+Usage: ``torchrun --nproc_per_node N schedule_length.py OUT_DIR cosine|tristage [run options]``. Each rank
+writes ``OUT_DIR/rank<R>.json`` with the accumulation factor, the total optimizer steps Brain counted, the
+schedule's ``total_steps`` and last rate, the optimizer steps really made, and the weights: the frozen
+module's (under DDP only the trainable one is wrapped) and the head's.
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import torch
 
 import speechkit
 from speechkit.checkpoints import EpochCounter
-from speechkit.schedulers import WarmupCosineScheduler
+from speechkit.schedulers import TriStageScheduler, WarmupCosineScheduler
 
 
 class Mean(speechkit.Brain):
@@ -27,11 +27,12 @@ class Mean(speechkit.Brain):
 
 
 def main(argv):
-    out = Path(argv[0])
-    _, run_opts, _ = speechkit.parse_arguments(["unused.yaml", *argv[1:]])
+    out, schedule = Path(argv[0]), argv[1]
+    _, run_opts, _ = speechkit.parse_arguments(["unused.yaml", *argv[2:]])
     generator = torch.Generator().manual_seed(0)
     data = torch.utils.data.TensorDataset(torch.randn(24, 3, generator=generator), torch.randn(24, 1))
-    scheduler = WarmupCosineScheduler(lr_peak=0.1, warmup_steps=2)
+    scheduler = (WarmupCosineScheduler(lr_peak=0.1, warmup_steps=2) if schedule == "cosine"
+                 else TriStageScheduler(lr_peak=0.1, phase_ratio=(0.25, 0.25, 0.5)))
     torch.manual_seed(0)
     modules = {"frozen": torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Dropout(0.5)),
                "head": torch.nn.Linear(4, 1)}
@@ -41,7 +42,8 @@ def main(argv):
     loader_kwargs = {"batch_size": 2, "collate_fn": torch.utils.data.default_collate}
     brain.fit(EpochCounter(2), data, train_loader_kwargs=loader_kwargs)
     record = {"accumulation": brain.optimization.accumulation, "counted": brain.total_optimizer_steps,
-              "schedule_total": scheduler.total_steps, "made": brain.optimizer_steps,
+              "schedule_total": scheduler.total_steps, "last_lr": scheduler.current_lr(),
+              "made": brain.optimizer_steps,
               "frozen_unchanged": all(torch.equal(a, b) for a, b in zip(frozen_before,
                                                                          modules["frozen"].parameters())),
               "head": [p.tolist() for p in modules["head"].parameters()]}
