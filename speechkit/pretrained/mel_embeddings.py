@@ -4,7 +4,8 @@ A vocoder's input is a log mel spectrogram, which makes a handy embedding of a r
 edited, or blended with another one, and any such array becomes audio with :meth:`Vocoder.generate` or, for
 many arrays, the sharded ``generate`` job (``speechkit infer --task generate``). :func:`write_embeddings`
 writes each input's mel and, for each pair asked for, ``steps`` blends from the first input to the second, as
-``.npy`` files plus a manifest (``{id: {"mel": path, "duration": s, "source": ...}}``) the job reads.
+``.npy`` files plus a manifest the job reads: ``{id: {"mel": path, "duration": s, "source": audio path or
+"<first> -> <second>", "alpha": null or the blend's weight of the second}}``.
 
 Example:
     >>> vocoder = Vocoder.from_hparams("results/vocoder-model")                        # doctest: +SKIP
@@ -97,7 +98,7 @@ def write_embeddings(vocoder, rows: dict, output, pairs: Sequence = (), steps: i
         mels[item_id] = vocoder.mel_of_file(row[audio_field]).cpu()
         path = output / f"{file_stem(item_id)}.npy"
         _save_atomic(path, mels[item_id].numpy())
-        manifest[item_id] = {"mel": str(path.resolve()), "source": str(row[audio_field]),
+        manifest[item_id] = {"mel": str(path.resolve()), "source": str(row[audio_field]), "alpha": None,
                              "duration": mels[item_id].shape[0] * seconds_per_frame}
     for first, second in pairs:
         for k, alpha in enumerate(np.linspace(0.0, 1.0, steps).tolist()):
