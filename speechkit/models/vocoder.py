@@ -9,7 +9,8 @@ mel's hop length. Every layer's input is zeroed past the item's valid length, so
 same alone or padded in a batch (docs/design.md, contract 2). ``griffin_lim`` inverts the same mel without
 training, for comparison.
 
-Presets (``PRESETS``): ``small`` (CPU, 0.13 M parameters, 64 channels) and ``base`` (256 channels).
+Presets (``PRESETS``): ``small`` (CPU, 0.13 M parameters, 64 channels), ``base`` (256 channels, 3.5 M) and
+``tiny`` (smoke tests).
 
 Example:
     >>> mel = MelSpectrogram()
@@ -32,6 +33,7 @@ from speechkit.features.stft import make_window
 from speechkit.nn.masks import checked_lengths, length_mask
 
 PRESETS = {
+    "tiny": dict(channels=8, upsample_rates=(8, 8, 4), resblock_kernels=(3,), resblock_dilations=(1,)),
     "small": dict(channels=64, upsample_rates=(8, 8, 4), resblock_kernels=(3, 7), resblock_dilations=(1, 3)),
     "base": dict(channels=256, upsample_rates=(8, 8, 4), resblock_kernels=(3, 7, 11),
                  resblock_dilations=(1, 3, 5)),
