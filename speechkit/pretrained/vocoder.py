@@ -8,9 +8,9 @@ the "embedding" of a recording, which can be stored, edited or interpolated and 
 
 Example:
     >>> vocoder = Vocoder.from_hparams("results/vocoder-model")                 # doctest: +SKIP
-    >>> mel = vocoder.mel_of_file("utt1.flac")                                   # (frames, n_mels)
-    >>> wavs, samples = vocoder.generate(mel.unsqueeze(0))                       # (1, frames * hop)
-    >>> audio = vocoder.resynthesize_file("utt1.flac")                           # (time,) like the input
+    >>> mel = vocoder.mel_of_file("utt1.flac")  # (frames, n_mels)                # doctest: +SKIP
+    >>> wavs, samples = vocoder.generate(mel.unsqueeze(0))  # (1, frames * hop)   # doctest: +SKIP
+    >>> audio = vocoder.resynthesize_file("utt1.flac")  # (time,) like the input  # doctest: +SKIP
 """
 from __future__ import annotations
 
