@@ -16,7 +16,6 @@ from collections.abc import Sequence
 
 import torch
 
-from speechkit.features.stft import make_window, stft
 from speechkit.nn.masks import length_mask
 
 #: (n_fft, hop_length, win_length) of the usual three resolutions for 16 kHz audio.
@@ -24,6 +23,10 @@ DEFAULT_RESOLUTIONS = ((512, 128, 512), (1024, 256, 1024), (256, 64, 256))
 
 
 def _magnitudes(x: torch.Tensor, lengths: torch.Tensor, n_fft: int, hop: int, win: int) -> tuple:
+    # Imported here: speechkit.features imports speechkit.nn (for masks), so a module-level import would
+    # make importing either package first a cycle.
+    from speechkit.features.stft import make_window, stft
+
     spec, frames = stft(x, lengths, n_fft, hop, win, window="hann",
                         window_tensor=make_window("hann", win, n_fft).to(x.device))
     # The floor keeps the square root's gradient finite on silent bins.
