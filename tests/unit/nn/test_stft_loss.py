@@ -42,3 +42,13 @@ def test_bad_shapes_and_resolutions_are_refused():
         stft_distances(torch.randn(1, 100), torch.randn(1, 90), torch.tensor([90]))
     with pytest.raises(ValueError, match="resolution"):
         MultiResolutionSTFTLoss([(256, 64, 512)])
+
+
+def test_features_and_nn_import_in_either_order():
+    import subprocess
+    import sys
+
+    for first in ("speechkit.features", "speechkit.nn"):
+        done = subprocess.run([sys.executable, "-c", f"import {first}; import speechkit.nn.stft_loss"],
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr[-2000:]
