@@ -33,7 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--merge", metavar="OUT", help="Check that every item of the job in OUT is done "
                         "exactly once, write the results, and exit.")
     parser.add_argument("--task", default="transcribe", help="What to run: transcribe (default), encode, "
-                        "separate or extract.")
+                        "separate, extract or generate.")
     parser.add_argument("--shard", type=int, default=None, help="This process's shard (default: from "
                         "torchrun, srun or a SLURM array).")
     parser.add_argument("--num-shards", type=int, default=None, help="Number of shards (with --shard, or to "
@@ -43,14 +43,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-batch-size", type=int, default=None, help="At most this many items a batch.")
     parser.add_argument("--flush-every", type=int, default=100, help="Append the ledger every N items...")
     parser.add_argument("--flush-seconds", type=float, default=30.0, help="...or every S seconds.")
-    parser.add_argument("--audio-field", default="wav", help="Manifest field of the input audio.")
+    parser.add_argument("--audio-field", default=None, help="Manifest field of the input (default: wav; "
+                        "generate: mel, the mel array's .npy).")
     parser.add_argument("--text-field", default="words", help="Manifest field of the reference text "
                         "(transcribe: the merge reports a WER when every item has one).")
     parser.add_argument("--layer", default=None, help="extract: the wav2vec 2.0 layer, a block index (0: "
                         "the Transformer's input), 'all' (every one, stacked) or 'output' (default).")
-    parser.add_argument("--padded-batches", action="store_true", help="separate, extract: run each batch "
-                        "padded together (faster; outputs equal to float rounding, not byte for byte, across "
-                        "shard counts) instead of each item alone.")
+    parser.add_argument("--padded-batches", action="store_true", help="separate, extract, generate: run "
+                        "each batch padded together (faster; outputs equal to float rounding, not byte for "
+                        "byte, across shard counts) instead of each item alone.")
     parser.add_argument("--replacement", action="append", default=[], type=name_value, metavar="NAME=VALUE",
                         help="Replace $NAME in manifest paths (e.g. data_root=/corpora/x).")
     parser.add_argument("--device", default=None, help="cpu, cuda:N (default: the GPU of the local rank).")
@@ -93,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
             raise JobError(f"{flag} is not an option of the task '{args.task}'")
     given = (("audio_field", args.audio_field), ("text_field", args.text_field), ("layer", args.layer),
              ("padded_batches", args.padded_batches))
-    options = {name: value for name, value in given if name in accepted}
+    options = {name: value for name, value in given if name in accepted and value is not None}
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s: %(message)s")
     config = JobConfig(args.source, args.manifest, args.output, task=args.task, task_options=options,
                        shard=args.shard, num_shards=args.num_shards, max_batch_seconds=args.max_batch_seconds,

@@ -13,7 +13,8 @@ a new interface method (``separate``, ``extract``, ``generate``) becomes a job b
 
 Shipped: ``transcribe`` (hypotheses in the ledger, a WER at merge when the manifest has references) and
 ``encode`` (each item's encoder output, e.g. CTC log-probabilities, as a ``(frames, dim)`` float32 ``.npy``)
-here, ``separate`` and ``extract`` in :mod:`speechkit.jobs.audio_tasks`.
+here, ``separate`` and ``extract`` in :mod:`speechkit.jobs.audio_tasks`, ``generate`` (a vocoder's audio from
+mel arrays) in :mod:`speechkit.jobs.generate_task`.
 """
 from __future__ import annotations
 
@@ -198,4 +199,4 @@ class EncodeTask(Task):
 
 
 # The other shipped tasks register themselves on import (kept in their own module: they need this one).
-from speechkit.jobs import audio_tasks  # noqa: E402,F401
+from speechkit.jobs import audio_tasks, generate_task  # noqa: E402,F401

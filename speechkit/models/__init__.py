@@ -1,5 +1,5 @@
 """Complete models: ASR encoders (Conformer, Transformer, recurrent), a CTC head, an attention decoder, LMs,
-a separator (Conv-TasNet).
+a separator (Conv-TasNet), a vocoder (mel spectrogram to waveform).
 
 Example:
     >>> import torch
@@ -15,15 +15,19 @@ from speechkit.models.decoder import TransformerDecoder
 from speechkit.models.encoders import ConformerEncoder, CTCHead, TransformerEncoder
 from speechkit.models.language_models import LSTMLanguageModel, TransformerLanguageModel
 from speechkit.models.recurrent import RecurrentEncoder, stack_frames
+from speechkit.models.vocoder import MelGenerator, MelSpectrogram, griffin_lim
 
 __all__ = [
     "CTCHead",
     "ConvTasNet",
     "ConformerEncoder",
     "LSTMLanguageModel",
+    "MelGenerator",
+    "MelSpectrogram",
     "RecurrentEncoder",
     "TransformerDecoder",
     "TransformerEncoder",
     "TransformerLanguageModel",
+    "griffin_lim",
     "stack_frames",
 ]

@@ -15,6 +15,7 @@ from speechkit.nn.masks import check_lengths, length_mask, values_checkable, zer
 from speechkit.nn.normalization import MaskedInstanceNorm, masked_mean_var
 from speechkit.nn.pit import PITLoss, apply_permutation, pairwise_si_snr, pit_si_snr_loss
 from speechkit.nn.positional import RotaryEmbedding, SinusoidalPositionalEncoding, sinusoid_table
+from speechkit.nn.stft_loss import MultiResolutionSTFTLoss, multi_resolution_stft_loss, stft_distances
 from speechkit.nn.subsampling import Conv2dSubsampling, subsampled_lengths
 from speechkit.nn.transformer import TransformerDecoderLayer, TransformerEncoderLayer
 
@@ -27,6 +28,7 @@ __all__ = [
     "LabelSmoothedNLLLoss",
     "MaskedInstanceNorm",
     "MultiHeadAttention",
+    "MultiResolutionSTFTLoss",
     "PITLoss",
     "RotaryEmbedding",
     "SinusoidalPositionalEncoding",
@@ -39,10 +41,12 @@ __all__ = [
     "label_smoothed_nll_loss",
     "length_mask",
     "masked_mean_var",
+    "multi_resolution_stft_loss",
     "pairwise_si_snr",
     "pit_si_snr_loss",
     "scaled_dot_product_attention_aligned",
     "sinusoid_table",
+    "stft_distances",
     "subsampled_lengths",
     "values_checkable",
     "zero_padding",

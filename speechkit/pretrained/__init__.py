@@ -24,6 +24,7 @@ _LAZY = {
     "SeparationModel": "speechkit.pretrained.separation",
     "check_yaml_is_safe": "speechkit.pretrained.safety",
     "Wav2Vec2Features": "speechkit.pretrained.wav2vec2_features",
+    "Vocoder": "speechkit.pretrained.vocoder",
     "load_wav2vec2": "speechkit.pretrained.huggingface_wav2vec2",
     "export_wav2vec2": "speechkit.pretrained.huggingface_wav2vec2",
 }

@@ -9,9 +9,9 @@ Example:
 A model folder (see docs/pretrained.md) holds ``hyperparams.yaml`` declaring ``sample_rate``, ``modules``
 (a dict of ``nn.Module``), ``encoder_pipeline`` (the module names the waveform goes through, in order), a
 ``tokenizer`` (anything with ``decode_ids(list[int]) -> str``), ``decoding`` settings, an optional ``decoder``
-(a search object), an optional ``interface`` (``EncoderASR``, ``EncoderDecoderASR``, ``SeparationModel``
-or ``Wav2Vec2Features``, used by ``Pretrained.from_hparams``), and a ``pretrainer`` naming the weight
-files; plus those files.
+(a search object), an optional ``interface`` (``EncoderASR``, ``EncoderDecoderASR``, ``SeparationModel``,
+``Wav2Vec2Features`` or ``Vocoder``, used by ``Pretrained.from_hparams``), and a ``pretrainer`` naming the
+weight files; plus those files.
 """
 from __future__ import annotations
 
@@ -148,10 +148,11 @@ class Pretrained(torch.nn.Module):
             return cls
         name = hparams.get("interface", "EncoderASR")
         from speechkit.pretrained.separation import SeparationModel  # they build on this module
+        from speechkit.pretrained.vocoder import Vocoder
         from speechkit.pretrained.wav2vec2_features import Wav2Vec2Features
 
         interfaces = {c.__name__: c
-                      for c in (EncoderASR, EncoderDecoderASR, SeparationModel, Wav2Vec2Features)}
+                      for c in (EncoderASR, EncoderDecoderASR, SeparationModel, Wav2Vec2Features, Vocoder)}
         if name not in interfaces:
             raise HparamsError(f"{where}: key 'interface' is {name!r}; expected one of "
                                f"{', '.join(interfaces)}")

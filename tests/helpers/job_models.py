@@ -192,3 +192,38 @@ def write_features_model(folder, seed: int = 0) -> Path:
     (folder / "hyperparams.yaml").write_text(FEATURES_HYPERPARAMS)
     save_weights(Wav2Vec2Model(config).state_dict(), folder / "encoder.safetensors")
     return folder
+
+
+VOCODER_MEL = dict(sample_rate=16000, n_fft=256, win_length=256, hop_length=64, n_mels=16)
+VOCODER_SIZES = dict(n_mels=16, channels=8, upsample_rates=[8, 8], resblock_kernels=[3],
+                     resblock_dilations=[1])
+VOCODER_HYPERPARAMS = """\
+interface: Vocoder
+sample_rate: 16000
+mel: !new:speechkit.models.MelSpectrogram
+""" + "".join(f"  {k}: {v}\n" for k, v in VOCODER_MEL.items()) + """\
+generator: !new:speechkit.models.MelGenerator
+""" + "".join(f"  {k}: {v}\n" for k, v in VOCODER_SIZES.items()) + """\
+modules:
+  mel: !ref <mel>
+  generator: !ref <generator>
+pretrainer: !new:speechkit.pretrained.Pretrainer
+  loadables:
+    generator: !ref <generator>
+  paths:
+    generator: generator.safetensors
+"""
+
+
+def write_vocoder_model(folder, seed: int = 0) -> Path:
+    """A vocoder model folder at 16 kHz: 16 mel bins, hop 64, a two-stage generator of width 8 (random
+    weights: the jobs only need a deterministic generator)."""
+    from speechkit.models import MelGenerator
+    from speechkit.pretrained.loading import save_weights
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    torch.manual_seed(seed)
+    (folder / "hyperparams.yaml").write_text(VOCODER_HYPERPARAMS)
+    save_weights(MelGenerator(**VOCODER_SIZES).state_dict(), folder / "generator.safetensors")
+    return folder

@@ -129,9 +129,9 @@ def test_a_rerun_with_other_settings_is_refused(job_files, tmp_path):
         run_job(_config(job_files, out, shard=0, num_shards=3), environ={})
     with pytest.raises(JobError, match="another job"):
         run_job(_config(job_files, out, task="encode", shard=0, num_shards=2), environ={})
-    with pytest.raises(JobError, match="unknown task 'generate'; known tasks: encode, extract, separate, "
-                       "transcribe"):
-        run_job(_config(job_files, out, task="generate"), environ={})
+    with pytest.raises(JobError, match="unknown task 'translate'; known tasks: encode, extract, generate, "
+                       "separate, transcribe"):
+        run_job(_config(job_files, out, task="translate"), environ={})
 
 
 def test_bad_manifests_are_named(job_files, tmp_path):

@@ -1,0 +1,1 @@
+../ASR/prepare.py

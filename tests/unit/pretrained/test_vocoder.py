@@ -1,0 +1,95 @@
+"""The Vocoder interface (model folder, generate, resynthesize_file, mel_of_file) and mel embeddings."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from speechkit.cli import main as speechkit_main
+from speechkit.errors import HparamsError, ManifestError
+from speechkit.pretrained import Pretrained, Vocoder
+from speechkit.pretrained.allowlist import default_allowlist
+from speechkit.pretrained.mel_embeddings import file_stem, interpolate_mels, stretch, write_embeddings
+from tests.helpers.batch_invariance import assert_batch_invariant
+from tests.helpers.job_models import VOCODER_HYPERPARAMS, write_manifest, write_vocoder_model
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("vocoder-files")
+    return {"model": write_vocoder_model(folder / "vocoder"),
+            "manifest": write_manifest(folder / "data", count=3, max_words=2)}
+
+
+def test_model_folder_loads_through_the_interface_dispatch(files):
+    vocoder = Pretrained.from_hparams(str(files["model"]))
+    assert isinstance(vocoder, Vocoder) and (vocoder.n_mels, vocoder.hop_length) == (16, 64)
+    for name in ("speechkit.models.MelGenerator", "speechkit.models.vocoder.MelSpectrogram"):
+        assert default_allowlist().refusal("!new:", name) is None  # a remote folder may build it
+
+
+def test_resynthesize_file_is_mel_then_generate_trimmed_to_the_input(files):
+    vocoder = Vocoder.from_hparams(str(files["model"]))
+    path = next(iter(json.loads(files["manifest"].read_text()).values()))["wav"]
+    waveform = vocoder.load_audio(path)
+    mel = vocoder.mel_of_file(path)
+    assert mel.shape == (1 + waveform.shape[0] // 64, 16)
+    wavs, samples = vocoder.generate(mel)
+    assert samples.tolist() == [mel.shape[0] * 64]
+    audio = vocoder.resynthesize_file(path)
+    assert audio.shape == waveform.shape and torch.equal(audio, wavs[0, :waveform.shape[0]])
+
+
+def test_generate_is_batch_invariant(files):
+    vocoder = Vocoder.from_hparams(str(files["model"]))
+    assert_batch_invariant(vocoder.generate, [torch.randn(n, 16) for n in (12, 5, 8)])
+
+
+def test_bad_inputs_are_refused(files, tmp_path):
+    vocoder = Vocoder.from_hparams(str(files["model"]))
+    with pytest.raises(ValueError, match=r"\(batch, frames, 16\)"):
+        vocoder.generate(torch.randn(1, 5, 80))
+    with pytest.raises(ValueError, match="absolute"):
+        vocoder.generate(torch.randn(1, 5, 16), torch.tensor([0.5]))
+    wrong_hop = VOCODER_HYPERPARAMS.replace("hop_length: 64", "hop_length: 80")
+    (tmp_path / "hyperparams.yaml").write_text(wrong_hop)
+    (tmp_path / "generator.safetensors").symlink_to(files["model"] / "generator.safetensors")
+    with pytest.raises(HparamsError, match="hop 80"):
+        Vocoder.from_hparams(str(tmp_path))
+
+
+def test_interpolation_ends_are_the_inputs_and_lengths_blend():
+    first, second = torch.randn(10, 4), torch.randn(30, 4)
+    assert torch.equal(interpolate_mels(first, second, 0.0), first)
+    assert torch.allclose(interpolate_mels(first, second, 1.0), second)
+    assert interpolate_mels(first, second, 0.25).shape == (15, 4)
+    ramp = torch.arange(5.0).unsqueeze(1)
+    assert torch.allclose(stretch(ramp, 9)[:, 0], torch.arange(9.0) / 2)
+    with pytest.raises(ValueError, match="alpha"):
+        interpolate_mels(first, second, 1.5)
+    assert file_stem("a/b") != "a/b" and "/" not in file_stem("a/b") and file_stem("utt1") == "utt1"
+
+
+def test_embed_command_writes_mels_blends_and_a_job_manifest(files, tmp_path, capsys):
+    ids = sorted(json.loads(files["manifest"].read_text()))
+    out = tmp_path / "emb"
+    assert speechkit_main(["embed", str(files["model"]), str(files["manifest"]), "--output", str(out),
+                           "--interpolate", ids[0], ids[1], "--steps", "3"]) == 0
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert sorted(manifest) == sorted(ids + [f"{ids[0]}~{ids[1]}~{k}" for k in range(3)])
+    vocoder = Vocoder.from_hparams(str(files["model"]))
+    rows = json.loads(files["manifest"].read_text())
+    for item in ids:
+        stored = np.load(manifest[item]["mel"])
+        assert np.array_equal(stored, vocoder.mel_of_file(rows[item]["wav"]).numpy())
+        assert manifest[item]["duration"] == pytest.approx(stored.shape[0] * 64 / 16000)
+    assert np.array_equal(np.load(manifest[f"{ids[0]}~{ids[1]}~0"]["mel"]), np.load(manifest[ids[0]]["mel"]))
+    capsys.readouterr()
+    assert speechkit_main(["embed", str(files["model"]), str(files["manifest"]), "--output", str(out),
+                           "--interpolate", ids[0], "nope"]) != 0
+    assert "not in the manifest: nope" in capsys.readouterr().err
+    assert json.loads((out / "manifest.json").read_text()) == manifest  # nothing written is lost
+    with pytest.raises(ManifestError, match="nope"):
+        write_embeddings(vocoder, rows, out, [(ids[0], "nope")])
