@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import argparse
 
-from speechkit.cli import name_value
+from speechkit.argtypes import name_value
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
