@@ -16,6 +16,13 @@ padded cost (:func:`speechkit.data.buckets.balanced_cuts`); each ``W`` consecuti
   batches it needs (e.g. fewer items than ranks, or ``max_batch_size=1``): then every item makes its own
   batch and the shortest items fill the batches still missing.
 
+A step of the epoch's longest items holds batches of a few items each, whose padded cost moves by a whole
+long item at a time; where an even share per batch leaves a step's batches more than ``MAX_SPREAD`` apart,
+that step is cut again so that every batch's cost lies in one window ``[top / MAX_SPREAD, top]`` (items
+too long to lead a batch in the window fill longer batches), and the rest of the epoch is balanced anew.
+A window exists unless the longest items are a sparse tail (a lone item far longer than the next ones):
+then the step stays as the balanced cut made it.
+
 When the balanced cut does not fit the budget (an epoch that just fills its ``q`` steps leaves almost no
 room for evening out coarse long items), it is tried with up to ``EXTRA_STEPS`` more steps (a cut with
 fewer than ``TIGHT`` spare batches gets one pass before that); failing that,
@@ -45,6 +52,10 @@ from speechkit.data.sharding import Step
 LENGTH_GRAIN = 0.01  # items whose costs differ by less than 1% are shuffled among each other
 EXTRA_STEPS = 2  # steps a balanced cut may add to the fewest that hold the epoch, before giving up on it
 TIGHT = 0.002  # with fewer spare batches than this share, one balancing pass is tried before a step more
+MAX_SPREAD = 1.2  # longest / shortest padded batch cost a step may have (the slowest rank's wait)
+RECUTS = 4  # most steps re-cut into a cost window (the coarse steps of the longest items: a few at most)
+WINDOWS = 64  # tops of the cost windows tried per re-cut step, from the budget down to half of it
+SPAN = 32  # most items per batch a re-cut step may hold (more items per batch are fine-grained anyway)
 
 
 def deal_length_ordered(items: np.ndarray, cuts: Optional[np.ndarray], costs: np.ndarray, world_size: int,
@@ -95,6 +106,9 @@ def deal_length_ordered(items: np.ndarray, cuts: Optional[np.ndarray], costs: np
                             passes=1 if tight else BALANCE_PASSES)
         if cut is not None:
             wanted += extra * world_size
+            arrangement, cut = _even_coarse_steps(ordered_costs, cut, world_size, max_cost, max_size,
+                                                  passes=1 if tight else BALANCE_PASSES)
+            order = order[arrangement]
             break
     if drop_last and cut is None:
         cut = balanced_cuts(ordered_costs, wanted, max_cost, max_size, group=world_size)
@@ -106,6 +120,95 @@ def deal_length_ordered(items: np.ndarray, cuts: Optional[np.ndarray], costs: np
     flat = order.tolist()
     chunks = [tuple(flat[start:stop]) for start, stop in zip(cut[:-1].tolist(), cut[1:].tolist())]
     return [Step(tuple(chunks[start:start + world_size])) for start in range(0, wanted, world_size)]
+
+
+def _step_spreads(costs: np.ndarray, cut: np.ndarray, world_size: int) -> np.ndarray:
+    """``(steps,)`` longest / shortest padded cost among the batches of each step of ``cut``."""
+    padded = (np.diff(cut) * np.maximum.reduceat(costs, cut[:-1])).reshape(-1, world_size)
+    return padded.max(axis=1) / np.maximum(padded.min(axis=1), 1e-300)
+
+
+def _even_coarse_steps(costs: np.ndarray, cut: np.ndarray, world_size: int, max_cost: float,
+                       max_size: Optional[int], passes: int) -> tuple:
+    """``(arrangement, cut)``: ``cut`` with its uneven steps (spread over ``MAX_SPREAD``) re-cut into a cost
+    window where one fits; ``arrangement`` reorders ``costs`` (the items of re-cut steps) to match.
+
+    A batch of the longest items gains or loses a whole long item at a time (three 53 s items make 160 s,
+    four 47 s items 187 s, three 140 s), so aiming every batch at one share can leave a step's batches
+    more than ``MAX_SPREAD`` apart. Such a step is cut again with a window ``[top / MAX_SPREAD, top]``:
+    going down the items, an item *leads* a new batch (of as many items as fit below ``top`` at its
+    length) only when that many reach the window's bottom and when the items after it would otherwise run
+    out of open places (items that cannot lead must fill one); every other item fills the earliest open
+    place of a longer batch. Windows are tried from the budget down, all at once (one array operation per
+    item of the step); the fullest that gives the step its ``world_size`` batches and leaves the rest of
+    the epoch a fitting balanced cut wins, and otherwise the step stays as it was. Only the first
+    ``RECUTS`` uneven steps are looked at.
+    """
+    count = len(costs)
+    arrangement = np.arange(count)
+    ceiling = np.maximum.accumulate(costs[::-1])[::-1]
+    limit = count if max_size is None else max_size
+    tops = max_cost * np.linspace(1.0, 0.5, WINDOWS)
+    steps, looked_at = (len(cut) - 1) // world_size, 0
+    for _ in range(RECUTS):
+        uneven = np.flatnonzero(_step_spreads(costs, cut, world_size)[looked_at:] > MAX_SPREAD)
+        if uneven.size == 0:
+            break
+        step = looked_at + int(uneven[0])
+        looked_at = step + 1
+        start, later = int(cut[step * world_size]), (steps - step - 1) * world_size
+        region = min(count - start, SPAN * world_size)
+        longest = ceiling[start:start + region, None]  # bounds each batch a leader would open (the cap)
+        sizes = np.minimum(np.floor(tops / np.maximum(longest, 1e-300)), limit).astype(np.int64)
+        can_lead = (sizes >= 1) & (sizes * costs[start:start + region, None] >= tops / MAX_SPREAD)
+        # places still open that item ``row + 1`` needs on arrival for the walk to go on: an item that
+        # cannot lead takes one, a leader opens ``size - 1`` (a suffix maximum of the running balance)
+        balance = np.where(can_lead, 1 - sizes, 1)
+        suffix = np.concatenate([np.cumsum(balance[::-1], axis=0)[::-1], np.zeros((1, WINDOWS), np.int64)])
+        needed = np.maximum(suffix - np.minimum.accumulate(suffix[::-1], axis=0)[::-1], 0)[1:]
+        open_places = np.zeros(WINDOWS, dtype=np.int64)
+        leaders = np.zeros(WINDOWS, dtype=np.int64)
+        ends = np.full(WINDOWS, -1, dtype=np.int64)
+        failed = np.zeros(WINDOWS, dtype=bool)
+        leads = np.zeros((region, WINDOWS), dtype=bool)
+        for row in range(region):
+            ends[(ends < 0) & (leaders == world_size) & (open_places == 0)] = row
+            active = (ends < 0) & ~failed
+            if not active.any():
+                break
+            must = open_places == 0
+            lead = active & (leaders < world_size) & can_lead[row] & (open_places <= needed[row])
+            failed |= active & must & ~lead
+            fill = active & ~lead & ~must
+            open_places += np.where(lead, sizes[row] - 1, 0) - fill
+            leaders += lead
+            leads[row] = lead
+        else:
+            ends[(ends < 0) & ~failed & (leaders == world_size) & (open_places == 0)] = region
+        recut = None
+        for window in np.flatnonzero((ends >= 0) & (count - start - ends >= later)).tolist():
+            led = np.flatnonzero(leads[:ends[window], window])
+            places = sizes[led, window] - 1
+            fillers = np.flatnonzero(~leads[:ends[window], window])
+            # the n-th filler takes the n-th open place, the earliest batches' first
+            batch_of = np.empty(ends[window], dtype=np.int64)
+            batch_of[led] = np.arange(world_size)
+            batch_of[fillers] = np.searchsorted(np.cumsum(places), np.arange(fillers.size), side="right")
+            moved = start + np.argsort(batch_of, kind="stable")
+            inner = start + np.concatenate([[0], np.cumsum(places + 1)])
+            if _step_spreads(costs[moved], inner - start, world_size).max() > MAX_SPREAD:
+                continue
+            rest = balanced_cuts(costs[inner[-1]:], later, max_cost, max_size, group=world_size,
+                                 passes=passes) if later else np.array([0], dtype=np.int64)
+            if rest is not None and (later or inner[-1] == count):
+                recut = np.concatenate([cut[:step * world_size], inner, inner[-1] + rest[1:]])
+                break
+        if recut is not None:
+            arrangement[start:inner[-1]] = arrangement[moved]
+            costs = np.concatenate([costs[:start], costs[moved], costs[inner[-1]:]])
+            ceiling = np.maximum.accumulate(costs[::-1])[::-1]
+            cut = recut
+    return arrangement, cut
 
 
 def _packed(items: np.ndarray, cuts: np.ndarray, costs: np.ndarray, world_size: int,
