@@ -135,20 +135,14 @@ def _even_coarse_steps(costs: np.ndarray, cut: np.ndarray, world_size: int, max_
 
     A batch of the longest items gains or loses a whole long item at a time (three 53 s items make 160 s,
     four 47 s items 187 s, three 140 s), so aiming every batch at one share can leave a step's batches
-    more than ``MAX_SPREAD`` apart. Such a step is cut again with a window ``[top / MAX_SPREAD, top]``:
-    going down the items, an item *leads* a new batch (of as many items as fit below ``top`` at its
-    length) only when that many reach the window's bottom and when the items after it would otherwise run
-    out of open places (items that cannot lead must fill one); every other item fills the earliest open
-    place of a longer batch. Windows are tried from the budget down, all at once (one array operation per
-    item of the step); the fullest that gives the step its ``world_size`` batches and leaves the rest of
-    the epoch a fitting balanced cut wins, and otherwise the step stays as it was. Only the first
-    ``RECUTS`` uneven steps are looked at.
+    more than ``MAX_SPREAD`` apart. Such a step is cut again by :func:`_window_step` with the windows
+    ``[top / MAX_SPREAD, top]``, ``top`` from the budget down: the fullest window that gives the step its
+    ``world_size`` batches and leaves the rest of the epoch a fitting balanced cut wins; otherwise the step
+    stays as it was. Only the first ``RECUTS`` uneven steps are looked at (the coarse ones are few).
     """
     count = len(costs)
     arrangement = np.arange(count)
-    ceiling = np.maximum.accumulate(costs[::-1])[::-1]
     limit = count if max_size is None else max_size
-    tops = max_cost * np.linspace(1.0, 0.5, WINDOWS)
     steps, looked_at = (len(cut) - 1) // world_size, 0
     for _ in range(RECUTS):
         uneven = np.flatnonzero(_step_spreads(costs, cut, world_size)[looked_at:] > MAX_SPREAD)
@@ -157,58 +151,74 @@ def _even_coarse_steps(costs: np.ndarray, cut: np.ndarray, world_size: int, max_
         step = looked_at + int(uneven[0])
         looked_at = step + 1
         start, later = int(cut[step * world_size]), (steps - step - 1) * world_size
-        region = min(count - start, SPAN * world_size)
-        longest = ceiling[start:start + region, None]  # bounds each batch a leader would open (the cap)
-        sizes = np.minimum(np.floor(tops / np.maximum(longest, 1e-300)), limit).astype(np.int64)
-        can_lead = (sizes >= 1) & (sizes * costs[start:start + region, None] >= tops / MAX_SPREAD)
-        # places still open that item ``row + 1`` needs on arrival for the walk to go on: an item that
-        # cannot lead takes one, a leader opens ``size - 1`` (a suffix maximum of the running balance)
-        balance = np.where(can_lead, 1 - sizes, 1)
-        suffix = np.concatenate([np.cumsum(balance[::-1], axis=0)[::-1], np.zeros((1, WINDOWS), np.int64)])
-        needed = np.maximum(suffix - np.minimum.accumulate(suffix[::-1], axis=0)[::-1], 0)[1:]
-        open_places = np.zeros(WINDOWS, dtype=np.int64)
-        leaders = np.zeros(WINDOWS, dtype=np.int64)
-        ends = np.full(WINDOWS, -1, dtype=np.int64)
-        failed = np.zeros(WINDOWS, dtype=bool)
-        leads = np.zeros((region, WINDOWS), dtype=bool)
-        for row in range(region):
-            ends[(ends < 0) & (leaders == world_size) & (open_places == 0)] = row
-            active = (ends < 0) & ~failed
-            if not active.any():
-                break
-            must = open_places == 0
-            lead = active & (leaders < world_size) & can_lead[row] & (open_places <= needed[row])
-            failed |= active & must & ~lead
-            fill = active & ~lead & ~must
-            open_places += np.where(lead, sizes[row] - 1, 0) - fill
-            leaders += lead
-            leads[row] = lead
-        else:
-            ends[(ends < 0) & ~failed & (leaders == world_size) & (open_places == 0)] = region
-        recut = None
-        for window in np.flatnonzero((ends >= 0) & (count - start - ends >= later)).tolist():
-            led = np.flatnonzero(leads[:ends[window], window])
-            places = sizes[led, window] - 1
-            fillers = np.flatnonzero(~leads[:ends[window], window])
-            # the n-th filler takes the n-th open place, the earliest batches' first
-            batch_of = np.empty(ends[window], dtype=np.int64)
-            batch_of[led] = np.arange(world_size)
-            batch_of[fillers] = np.searchsorted(np.cumsum(places), np.arange(fillers.size), side="right")
-            moved = start + np.argsort(batch_of, kind="stable")
-            inner = start + np.concatenate([[0], np.cumsum(places + 1)])
-            if _step_spreads(costs[moved], inner - start, world_size).max() > MAX_SPREAD:
+        region = costs[start:start + min(count - start, SPAN * world_size)]
+        for top in (max_cost * np.linspace(1.0, 0.5, WINDOWS)).tolist():
+            found = _window_step(region, top, world_size, limit)
+            if found is None:
                 continue
-            rest = balanced_cuts(costs[inner[-1]:], later, max_cost, max_size, group=world_size,
-                                 passes=passes) if later else np.array([0], dtype=np.int64)
-            if rest is not None and (later or inner[-1] == count):
-                recut = np.concatenate([cut[:step * world_size], inner, inner[-1] + rest[1:]])
+            moved, inner = start + found[0], start + found[1]
+            stop = int(inner[-1])
+            spread = _step_spreads(costs[moved], inner - start, world_size).max()
+            if count - stop < later or spread > MAX_SPREAD:
+                continue
+            rest = (balanced_cuts(costs[stop:], later, max_cost, max_size, group=world_size, passes=passes)
+                    if later else (np.zeros(1, dtype=np.int64) if stop == count else None))
+            if rest is not None:
+                arrangement[start:stop] = arrangement[moved]
+                costs = np.concatenate([costs[:start], costs[moved], costs[stop:]])
+                cut = np.concatenate([cut[:step * world_size], inner, stop + rest[1:]])
                 break
-        if recut is not None:
-            arrangement[start:inner[-1]] = arrangement[moved]
-            costs = np.concatenate([costs[:start], costs[moved], costs[inner[-1]:]])
-            ceiling = np.maximum.accumulate(costs[::-1])[::-1]
-            cut = recut
     return arrangement, cut
+
+
+def _window_step(costs: np.ndarray, top: float, world_size: int, limit: int) -> Optional[tuple]:
+    """One step of ``world_size`` batches from the head of ``costs`` (longest first), every batch's padded
+    cost within ``[top / MAX_SPREAD, top]``, or None.
+
+    Going down the items, an item *leads* a new batch of as many items as fit below ``top`` at the
+    longest cost from it on, if that many reach the window's bottom at its own cost, and only when the
+    items after it would otherwise run out of open places (an item that cannot lead must fill one);
+    every other item fills the earliest open place of a batch led by a longer item.
+
+    Returns:
+        ``(positions, cuts)``: the step's items as positions in ``costs``, batch by batch, and the
+        ``(world_size + 1,)`` offsets of its batches among them.
+    """
+    ceiling = np.maximum.accumulate(costs[::-1])[::-1]  # the longest item a batch led from here can hold
+    sizes = np.minimum(np.floor(top / np.maximum(ceiling, 1e-300)), limit).astype(np.int64)
+    can_lead = (sizes >= 1) & (sizes * costs >= top / MAX_SPREAD)
+    # places that must be open on arriving at an item for the walk to go on: each item that cannot lead
+    # takes one, a leader opens ``size - 1`` (the largest sum of that balance over the items from there)
+    balance = np.concatenate([np.cumsum(np.where(can_lead, 1 - sizes, 1)[::-1])[::-1], [0]])
+    needed = (balance - np.minimum.accumulate(balance[::-1])[::-1])[1:].tolist()
+    if not can_lead[0]:
+        return None
+    can, size = can_lead.tolist(), sizes.tolist()
+    leaders, places, open_places, end = [], [], 0, None
+    for row in range(len(can)):
+        if len(leaders) == world_size and open_places == 0:
+            end = row
+            break
+        if len(leaders) < world_size and can[row] and open_places <= needed[row]:
+            leaders.append(row)
+            places.append(size[row] - 1)
+            open_places += size[row] - 1
+        elif open_places == 0:
+            return None
+        else:
+            open_places -= 1
+    else:
+        if len(leaders) == world_size and open_places == 0:
+            end = len(can)
+    if end is None:
+        return None
+    batch_of = np.empty(end, dtype=np.int64)
+    led = np.asarray(leaders, dtype=np.int64)
+    batch_of[led] = np.arange(world_size)
+    fillers = np.setdiff1d(np.arange(end), led)
+    # the n-th filler takes the n-th open place, the earliest batches' first
+    batch_of[fillers] = np.searchsorted(np.cumsum(places), np.arange(fillers.size), side="right")
+    return np.argsort(batch_of, kind="stable"), np.concatenate([[0], np.cumsum(np.asarray(places) + 1)])
 
 
 def _packed(items: np.ndarray, cuts: np.ndarray, costs: np.ndarray, world_size: int,
