@@ -16,6 +16,13 @@ padded cost (:func:`speechkit.data.buckets.balanced_cuts`); each ``W`` consecuti
   batches it needs (e.g. fewer items than ranks, or ``max_batch_size=1``): then every item makes its own
   batch and the shortest items fill the batches still missing.
 
+A step of the epoch's longest items holds batches of a few items each, whose padded cost moves by a whole
+long item at a time; where an even share per batch leaves a step's batches more than ``MAX_SPREAD`` apart,
+that step is cut again so that every batch's cost lies in one window ``[top / MAX_SPREAD, top]`` (items
+too long to lead a batch in the window fill longer batches), and the rest of the epoch is balanced anew.
+A window exists unless the longest items are a sparse tail (a lone item far longer than the next ones):
+then the step stays as the balanced cut made it.
+
 When the balanced cut does not fit the budget (an epoch that just fills its ``q`` steps leaves almost no
 room for evening out coarse long items), it is tried with up to ``EXTRA_STEPS`` more steps (a cut with
 fewer than ``TIGHT`` spare batches gets one pass before that); failing that,
@@ -45,6 +52,10 @@ from speechkit.data.sharding import Step
 LENGTH_GRAIN = 0.01  # items whose costs differ by less than 1% are shuffled among each other
 EXTRA_STEPS = 2  # steps a balanced cut may add to the fewest that hold the epoch, before giving up on it
 TIGHT = 0.002  # with fewer spare batches than this share, one balancing pass is tried before a step more
+MAX_SPREAD = 1.2  # longest / shortest padded batch cost a step may have (the slowest rank's wait)
+RECUTS = 4  # most steps re-cut into a cost window (the coarse steps of the longest items: a few at most)
+WINDOWS = 64  # tops of the cost windows tried per re-cut step, from the budget down to half of it
+SPAN = 32  # most items per batch a re-cut step may hold (more items per batch are fine-grained anyway)
 
 
 def deal_length_ordered(items: np.ndarray, cuts: Optional[np.ndarray], costs: np.ndarray, world_size: int,
@@ -95,6 +106,9 @@ def deal_length_ordered(items: np.ndarray, cuts: Optional[np.ndarray], costs: np
                             passes=1 if tight else BALANCE_PASSES)
         if cut is not None:
             wanted += extra * world_size
+            arrangement, cut = _even_coarse_steps(ordered_costs, cut, world_size, max_cost, max_size,
+                                                  passes=1 if tight else BALANCE_PASSES)
+            order = order[arrangement]
             break
     if drop_last and cut is None:
         cut = balanced_cuts(ordered_costs, wanted, max_cost, max_size, group=world_size)
@@ -106,6 +120,105 @@ def deal_length_ordered(items: np.ndarray, cuts: Optional[np.ndarray], costs: np
     flat = order.tolist()
     chunks = [tuple(flat[start:stop]) for start, stop in zip(cut[:-1].tolist(), cut[1:].tolist())]
     return [Step(tuple(chunks[start:start + world_size])) for start in range(0, wanted, world_size)]
+
+
+def _step_spreads(costs: np.ndarray, cut: np.ndarray, world_size: int) -> np.ndarray:
+    """``(steps,)`` longest / shortest padded cost among the batches of each step of ``cut``."""
+    padded = (np.diff(cut) * np.maximum.reduceat(costs, cut[:-1])).reshape(-1, world_size)
+    return padded.max(axis=1) / np.maximum(padded.min(axis=1), 1e-300)
+
+
+def _even_coarse_steps(costs: np.ndarray, cut: np.ndarray, world_size: int, max_cost: float,
+                       max_size: Optional[int], passes: int) -> tuple:
+    """``(arrangement, cut)``: ``cut`` with its uneven steps (spread over ``MAX_SPREAD``) re-cut into a cost
+    window where one fits; ``arrangement`` reorders ``costs`` (the items of re-cut steps) to match.
+
+    A batch of the longest items gains or loses a whole long item at a time (three 53 s items make 160 s,
+    four 47 s items 187 s, three 140 s), so aiming every batch at one share can leave a step's batches
+    more than ``MAX_SPREAD`` apart. Such a step is cut again by :func:`_window_step` with the windows
+    ``[top / MAX_SPREAD, top]``, ``top`` from the budget down: the fullest window that gives the step its
+    ``world_size`` batches and leaves the rest of the epoch a fitting balanced cut wins; otherwise the step
+    stays as it was. Only the first ``RECUTS`` uneven steps are looked at (the coarse ones are few).
+    """
+    count = len(costs)
+    arrangement = np.arange(count)
+    limit = count if max_size is None else max_size
+    steps, looked_at = (len(cut) - 1) // world_size, 0
+    for _ in range(RECUTS):
+        uneven = np.flatnonzero(_step_spreads(costs, cut, world_size)[looked_at:] > MAX_SPREAD)
+        if uneven.size == 0:
+            break
+        step = looked_at + int(uneven[0])
+        looked_at = step + 1
+        start, later = int(cut[step * world_size]), (steps - step - 1) * world_size
+        region = costs[start:start + min(count - start, SPAN * world_size)]
+        for top in (max_cost * np.linspace(1.0, 0.5, WINDOWS)).tolist():
+            found = _window_step(region, top, world_size, limit)
+            if found is None:
+                continue
+            moved, inner = start + found[0], start + found[1]
+            stop = int(inner[-1])
+            spread = _step_spreads(costs[moved], inner - start, world_size).max()
+            if count - stop < later or spread > MAX_SPREAD:
+                continue
+            rest = (balanced_cuts(costs[stop:], later, max_cost, max_size, group=world_size, passes=passes)
+                    if later else (np.zeros(1, dtype=np.int64) if stop == count else None))
+            if rest is not None:
+                arrangement[start:stop] = arrangement[moved]
+                costs = np.concatenate([costs[:start], costs[moved], costs[stop:]])
+                cut = np.concatenate([cut[:step * world_size], inner, stop + rest[1:]])
+                break
+    return arrangement, cut
+
+
+def _window_step(costs: np.ndarray, top: float, world_size: int, limit: int) -> Optional[tuple]:
+    """One step of ``world_size`` batches from the head of ``costs`` (longest first), every batch's padded
+    cost within ``[top / MAX_SPREAD, top]``, or None.
+
+    Going down the items, an item *leads* a new batch of as many items as fit below ``top`` at the
+    longest cost from it on, if that many reach the window's bottom at its own cost, and only when the
+    items after it would otherwise run out of open places (an item that cannot lead must fill one);
+    every other item fills the earliest open place of a batch led by a longer item.
+
+    Returns:
+        ``(positions, cuts)``: the step's items as positions in ``costs``, batch by batch, and the
+        ``(world_size + 1,)`` offsets of its batches among them.
+    """
+    ceiling = np.maximum.accumulate(costs[::-1])[::-1]  # the longest item a batch led from here can hold
+    sizes = np.minimum(np.floor(top / np.maximum(ceiling, 1e-300)), limit).astype(np.int64)
+    can_lead = (sizes >= 1) & (sizes * costs >= top / MAX_SPREAD)
+    # places that must be open on arriving at an item for the walk to go on: each item that cannot lead
+    # takes one, a leader opens ``size - 1`` (the largest sum of that balance over the items from there)
+    balance = np.concatenate([np.cumsum(np.where(can_lead, 1 - sizes, 1)[::-1])[::-1], [0]])
+    needed = (balance - np.minimum.accumulate(balance[::-1])[::-1])[1:].tolist()
+    if not can_lead[0]:
+        return None
+    can, size = can_lead.tolist(), sizes.tolist()
+    leaders, places, open_places, end = [], [], 0, None
+    for row in range(len(can)):
+        if len(leaders) == world_size and open_places == 0:
+            end = row
+            break
+        if len(leaders) < world_size and can[row] and open_places <= needed[row]:
+            leaders.append(row)
+            places.append(size[row] - 1)
+            open_places += size[row] - 1
+        elif open_places == 0:
+            return None
+        else:
+            open_places -= 1
+    else:
+        if len(leaders) == world_size and open_places == 0:
+            end = len(can)
+    if end is None:
+        return None
+    batch_of = np.empty(end, dtype=np.int64)
+    led = np.asarray(leaders, dtype=np.int64)
+    batch_of[led] = np.arange(world_size)
+    fillers = np.setdiff1d(np.arange(end), led)
+    # the n-th filler takes the n-th open place, the earliest batches' first
+    batch_of[fillers] = np.searchsorted(np.cumsum(places), np.arange(fillers.size), side="right")
+    return np.argsort(batch_of, kind="stable"), np.concatenate([[0], np.cumsum(np.asarray(places) + 1)])
 
 
 def _packed(items: np.ndarray, cuts: np.ndarray, costs: np.ndarray, world_size: int,

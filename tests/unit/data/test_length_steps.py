@@ -97,6 +97,19 @@ def test_steps_are_even_when_batches_hold_many_items(world_size, count, budget):
     assert step_spreads(fine, lengths).max() <= 1.2
 
 
+@pytest.mark.parametrize("budget, seed", [(150.0, 0), (120.0, 2)])
+@pytest.mark.parametrize("world_size", [4, 16, 64, 256])
+def test_steps_of_the_longest_few_items_are_even_too(budget, seed, world_size):
+    # 50,000 speech-like items up to 37-53 s: the longest step's batches hold 2-4 items, so their padded
+    # cost moves by a whole long item at a time (an even share per batch left 1.22-1.41 between them)
+    lengths = lognormal(50_000, budget, seed=seed)
+    _, steps = planned(lengths, budget, world_size)
+    assert sorted(check_steps(steps, lengths, budget, world_size)) == list(range(len(lengths)))
+    assert min(len(batch) for step in steps for batch in step.batches) <= 4  # the coarse case is planned
+    assert step_spreads(steps, lengths).max() <= 1.2
+    assert mean_fill(steps, lengths, budget) >= 0.9
+
+
 def test_same_seed_and_epoch_give_the_same_plan_at_scale():
     lengths = lognormal(5_000, 60.0)
     first = [step.batches for step in planned(lengths, 60.0, 64)[1]]
