@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import socket
 import subprocess
@@ -11,6 +10,8 @@ import time
 from pathlib import Path
 
 import pytest
+
+from tests.helpers.processes import clean_env
 
 SCRIPTS = Path(__file__).parent / "scripts"
 REPO = Path(__file__).resolve().parents[3]
@@ -22,15 +23,6 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def clean_env(**extra) -> dict:
-    """The test's environment without any launcher or SLURM variable of an outer job, CPU only."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("SLURM_", "TORCHELASTIC_", "PET_"))
-           and k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "GROUP_RANK")}
-    env.update(CUDA_VISIBLE_DEVICES="", PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1")
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)
-    env.update({k: str(v) for k, v in extra.items()})
-    return env
 
 
 class Processes:

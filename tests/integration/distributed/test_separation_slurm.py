@@ -8,13 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.distributed.test_slurm import _cluster_answers, sbatch, wait_job
+from tests.helpers.processes import slurm_cluster_answers
+from tests.integration.distributed.test_slurm import sbatch, wait_job
 from tests.recipes.recipe_helpers import separation_args, write_speaker_corpus
 
 RECIPE = Path(__file__).resolve().parents[3] / "recipes" / "SynthSpeech" / "separation"
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow,
-              pytest.mark.skipif(not _cluster_answers(), reason="no SLURM cluster answers (sinfo failed)")]
+              pytest.mark.skipif(not slurm_cluster_answers(), reason="no SLURM cluster answers (sinfo)")]
 
 
 def test_explicit_worker_sbatch_trains_and_evaluates(tmp_path, make_env):

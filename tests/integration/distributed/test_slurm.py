@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import collections
 import json
-import shutil
 import subprocess
 import sys
 import time
@@ -14,22 +13,17 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.processes import slurm_cluster_answers
+
 REPO = Path(__file__).resolve().parents[3]
 SCRIPTS = Path(__file__).parent / "scripts"
 TOOLS = REPO / "tools" / "slurm"
 
 
-def _cluster_answers() -> bool:
-    if shutil.which("sinfo") is None:
-        return False
-    try:
-        return subprocess.run(["sinfo", "-h"], capture_output=True, timeout=15).returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
-        return False
 
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow,
-              pytest.mark.skipif(not _cluster_answers(), reason="no SLURM cluster answers (sinfo failed)")]
+              pytest.mark.skipif(not slurm_cluster_answers(), reason="no SLURM cluster answers (sinfo)")]
 
 
 @pytest.fixture

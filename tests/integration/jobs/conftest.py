@@ -13,19 +13,6 @@ import pytest
 
 from tests.helpers.job_models import write_manifest, write_model
 
-REPO = Path(__file__).resolve().parents[3]
-
-
-def clean_env(**extra) -> dict:
-    """The environment without an outer launcher's or SLURM's variables; CPU only; this repository first."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("SLURM_", "TORCHELASTIC_", "PET_"))
-           and k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "GROUP_RANK")}
-    env.update(CUDA_VISIBLE_DEVICES="", PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1")
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)
-    env.update({k: str(v) for k, v in extra.items()})
-    return env
-
 
 def infer_command(model, manifest, out, *options) -> list:
     return [sys.executable, "-m", "speechkit", "infer", str(model), str(manifest), "--output", str(out),

@@ -16,7 +16,8 @@ import pytest
 from speechkit.errors import EXIT_PREEMPTED
 from speechkit.jobs import JobConfig, run_job
 from speechkit.jobs.ledger import ledger_path, read_ledger
-from tests.integration.jobs.conftest import clean_env, infer_command, item_rows
+from tests.helpers.processes import clean_env
+from tests.integration.jobs.conftest import infer_command, item_rows
 
 pytestmark = pytest.mark.slow
 OPTIONS = ["--max-batch-size", 2]

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import time
@@ -16,22 +15,15 @@ import pytest
 
 from speechkit.jobs import JobConfig, run_job
 from speechkit.jobs.ledger import ledger_path, read_ledger
-from tests.integration.jobs.conftest import clean_env
+from tests.helpers.processes import clean_env, slurm_cluster_answers
 
 TOOLS = Path(__file__).resolve().parents[3] / "tools" / "slurm"
 
 
-def _cluster_answers() -> bool:
-    if shutil.which("sinfo") is None:
-        return False
-    try:
-        return subprocess.run(["sinfo", "-h"], capture_output=True, timeout=15).returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
-        return False
 
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow,
-              pytest.mark.skipif(not _cluster_answers(), reason="no SLURM cluster answers (sinfo failed)")]
+              pytest.mark.skipif(not slurm_cluster_answers(), reason="no SLURM cluster answers (sinfo)")]
 
 
 @pytest.fixture
