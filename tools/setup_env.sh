@@ -3,7 +3,7 @@
 #
 # The environment lives outside the clone, keyed by a hash of the install files, so a second clone or a
 # second run reuses it; set SPEECHKIT_VENV to choose the folder yourself. The speech engines the built-in
-# corpus uses (flite, festival) come from the system's package manager when they are missing.
+# corpus uses (flite, festival, espeak-ng) come from the system's package manager when they are missing.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -13,13 +13,14 @@ log() { echo "[setup] $*" >&2; }
 pip_install() { "$venv/bin/python" -m pip install -q "$@" 2>&1 | { grep -v '^WARNING: Location' || true; } >&2; }
 
 install_speech_engines() {
-  command -v flite >/dev/null && command -v text2wave >/dev/null && return 0
+  command -v flite >/dev/null && command -v text2wave >/dev/null && command -v espeak-ng >/dev/null && return 0
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-    log "installing the speech engines (flite, festival) with apt-get"
+    log "installing the speech engines (flite, festival, espeak-ng) with apt-get"
     (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-      flite festival festvox-kdlpc16k >/dev/null) || log "could not install flite/festival; corpus tests will be skipped"
+      flite festival festvox-kdlpc16k espeak-ng >/dev/null) \
+      || log "could not install flite/festival/espeak-ng; corpus tests will be skipped"
   else
-    log "flite/festival missing and not root: install them (apt-get install flite festival festvox-kdlpc16k)"
+    log "speech engines missing and not root: install them (apt-get install flite festival festvox-kdlpc16k espeak-ng)"
   fi
 }
 

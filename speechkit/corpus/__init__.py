@@ -9,8 +9,8 @@ See README.md beside this file for the voices, the engines, the sizes, and how i
 """
 from speechkit.corpus.generator import SIZES, CorpusConfig, UtterancePlan, build_corpus, make_plan
 from speechkit.corpus.text import make_sentences, normalize_text, vocabulary
-from speechkit.corpus.voices import ALL_VOICES, EXTRA_VOICES, VOICES, Voice
+from speechkit.corpus.voices import ALL_VOICES, ESPEAK_VOICES, EXTRA_VOICES, VOICES, Voice
 
 __all__ = ["SIZES", "CorpusConfig", "UtterancePlan", "build_corpus", "make_plan", "make_sentences",
-           "normalize_text", "vocabulary", "VOICES", "EXTRA_VOICES",
+           "normalize_text", "vocabulary", "VOICES", "EXTRA_VOICES", "ESPEAK_VOICES",
            "ALL_VOICES", "Voice"]

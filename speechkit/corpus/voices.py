@@ -5,8 +5,14 @@ is a speaker plus a fixed vocal-tract warp: resampling the synthesized audio by 
 formants together, as a shorter or longer vocal tract would. Splits hold out whole voices, and by default
 the test split holds out a whole speaker.
 
-Engines run as separate programs (flite: one process per utterance; festival: one process per batch of
-utterances), which keeps synthesis free of hidden state: the same text and settings give the same samples.
+Engines run as separate programs (flite and espeak: one process per utterance; festival: one process per
+batch of utterances), which keeps synthesis free of hidden state: the same text and settings give the same
+samples, whatever the number of workers.
+
+eSpeak NG voices (``ESPEAK_VOICES``, named ``espeak-<accent>-<variant>``) pair an English accent with a voice
+variant. The variant sets pitch, formants and voice quality, the accent only pronunciation and rhythm, so the
+*speaker* of an eSpeak voice is its variant: ``espeak-us-m3`` and ``espeak-sc-m3`` are one speaker
+(``espeak-m3``) with two accents.
 
 Example:
     >>> [v.name for v in VOICES if v.speaker == "kal"]
@@ -25,12 +31,14 @@ from typing import Optional
 import numpy as np
 import soundfile
 
+from speechkit.corpus import effects
 from speechkit.errors import DataError
 
 SAMPLE_RATE = 16000
 
 #: engine name -> (program, Debian package that provides it)
-ENGINE_PROGRAMS = {"flite": ("flite", "flite"), "festival": ("festival", "festival festvox-kdlpc16k")}
+ENGINE_PROGRAMS = {"flite": ("flite", "flite"), "festival": ("festival", "festival festvox-kdlpc16k"),
+                   "espeak": ("espeak-ng", "espeak-ng")}
 
 
 @dataclass(frozen=True)
@@ -72,8 +80,21 @@ EXTRA_VOICES: tuple = tuple(
     for tag, warp in (("lower", low), ("higher", high))
 )
 
+#: eSpeak NG English accents: voice-name tag -> espeak-ng language voice (``espeak-ng --voices=en``).
+ESPEAK_ACCENTS = {"us": "en-us", "gb": "en", "sc": "en-gb-scotland", "ca": "en-029"}
+#: eSpeak NG variants that sound like ordinary speech (no whisper, croak or robot effects): tag -> sex.
+ESPEAK_VARIANTS = {"m1": "m", "m2": "m", "m3": "m", "m4": "m", "m5": "m", "m6": "m", "m7": "m",
+                   "f1": "f", "f2": "f", "f3": "f", "f4": "f"}
+
+#: Formant-synthesized voices, every accent x variant (44), not in the default corpus: they sound robotic
+#: (fine for separation and for variety of audio, not as the only voices to train recognition on).
+ESPEAK_VOICES: tuple = tuple(
+    Voice(f"espeak-{accent}-{variant}", f"espeak-{variant}", "espeak", f"{language}+{variant}", 1.0, sex)
+    for accent, language in ESPEAK_ACCENTS.items() for variant, sex in ESPEAK_VARIANTS.items()
+)
+
 #: Every voice known by name (``voices=`` of a corpus may pick any of them).
-ALL_VOICES: tuple = VOICES + EXTRA_VOICES
+ALL_VOICES: tuple = VOICES + EXTRA_VOICES + ESPEAK_VOICES
 
 #: Default split of voices: test holds out a whole speaker; valid holds out one warp of each other speaker.
 DEFAULT_TEST_VOICES = ("kal", "kal-lo", "kal-hi")
@@ -97,10 +118,18 @@ def check_engines(voices: Sequence[Voice]) -> None:
                             f"(Debian: apt-get install {package}); or choose other voices with --voices")
 
 
-def _read_wav(path: str, what: str) -> np.ndarray:
-    wave, rate = soundfile.read(path, dtype="float32")
-    if rate != SAMPLE_RATE:
-        raise DataError(f"{what} gave {rate} Hz audio, expected {SAMPLE_RATE} Hz")
+def speaker_of(voice_name: str) -> str:
+    """The person (or eSpeak variant) behind a corpus voice; a name that is no corpus voice is its own."""
+    for voice in ALL_VOICES:
+        if voice.name == voice_name:
+            return voice.speaker
+    return voice_name
+
+
+def _read_wav(path: str, what: str, rate: int = SAMPLE_RATE) -> np.ndarray:
+    wave, found = soundfile.read(path, dtype="float32")
+    if found != rate:
+        raise DataError(f"{what} gave {found} Hz audio, expected {rate} Hz")
     return wave if wave.ndim == 1 else wave[:, 0]
 
 
@@ -140,6 +169,27 @@ def synthesize_festival(items: Sequence[tuple], voice: Voice, workdir: str) -> l
     return waves
 
 
+#: espeak-ng's output rate, and its default speaking rate in words per minute
+ESPEAK_RATE, ESPEAK_WPM = 22050, 175
+
+
+def synthesize_espeak(text: str, voice: Voice, stretch: float, workdir: str) -> np.ndarray:
+    """One utterance with espeak-ng (a fresh process: espeak keeps state between the utterances of one run).
+
+    ``stretch`` > 1 speaks slower (``-s`` is 175 words per minute divided by it). The text goes after ``--``,
+    so no sentence is read as an option. Returns (time,) float32 at 16 kHz, resampled from 22,050 Hz.
+    """
+    path = os.path.join(workdir, "espeak.wav")
+    command = ["espeak-ng", "-v", voice.engine_voice, "-s", str(int(round(ESPEAK_WPM / stretch))),
+               "-w", path, "--", text.lower()]
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode != 0 or not os.path.exists(path):
+        raise DataError(f"espeak-ng failed for voice {voice.name!r} on {text!r}: {done.stderr.strip()}")
+    wave = _read_wav(path, f"espeak-ng voice {voice.engine_voice}", ESPEAK_RATE)
+    os.remove(path)
+    return effects.resample(wave, ESPEAK_RATE, SAMPLE_RATE)
+
+
 def synthesize_many(items: Sequence[tuple], voice: Voice, workdir: Optional[str] = None) -> list:
     """Speak ``items`` ((text, stretch) pairs) with ``voice``; one float32 (time,) array per item."""
     with tempfile.TemporaryDirectory(dir=workdir) as scratch:
@@ -147,4 +197,6 @@ def synthesize_many(items: Sequence[tuple], voice: Voice, workdir: Optional[str]
             return synthesize_festival(items, voice, scratch)
         if voice.engine == "flite":
             return [synthesize_flite(text, voice, stretch, scratch) for text, stretch in items]
+        if voice.engine == "espeak":
+            return [synthesize_espeak(text, voice, stretch, scratch) for text, stretch in items]
     raise DataError(f"voice {voice.name!r} names an unknown engine {voice.engine!r}")

@@ -1,11 +1,16 @@
 """Data for the separation recipe: the built-in corpus spoken by many voices, and mixtures of held-out voices.
 
-``prepare_manifests`` builds the corpus (``speechkit corpus`` with every voice, the extra warps included)
-unless ``data_folder`` already holds one, then writes the valid and test mixture sets (wsj0-2mix layout, see
-``speechkit.data.mixtures``) from the voices held out of training; ``speechkit.recipe.start`` runs it on the
-main process first (``build=True``), then on every process. Training mixes the training utterances on the
-fly (``DynamicMixtures``). Any corpus with ``{split}.json`` manifests carrying ``wav`` and ``spk`` fields
-works: point ``data_folder`` at it and set ``corpus_size: null``.
+``prepare_manifests`` builds the corpus (``speechkit corpus`` with every voice: the default ones, the extra
+warps and the eSpeak NG voices) unless ``data_folder`` already holds one, then writes the valid and test
+mixture sets (wsj0-2mix layout, see ``speechkit.data.mixtures``) from the voices held out of training;
+``speechkit.recipe.start`` runs it on the main process first (``build=True``), then on every process.
+Training mixes the training utterances on the fly (``DynamicMixtures``).
+
+Mixtures pair distinct *speakers*, not only distinct voices: the manifests the mixtures are drawn from
+(``{mixtures_folder}/sources-{split}.json``) carry the corpus voice's speaker as ``spk`` (the person behind
+the warps ``kal``, ``kal-lo``...; the variant behind the eSpeak accents ``espeak-us-m7``, ``espeak-sc-m7``...)
+and the voice as ``voice``. Any corpus with ``{split}.json`` manifests carrying ``wav`` and ``spk`` fields
+works: point ``data_folder`` at it and set ``corpus_size: null`` (its ``spk`` values are kept as they are).
 
 Example:
     >>> paths = prepare_manifests(hparams)  # doctest: +SKIP
@@ -14,41 +19,83 @@ Example:
 """
 from __future__ import annotations
 
+import json
 import os
 
 from speechkit.data.mixtures import write_mixtures
 from speechkit.errors import DataError
 
+SPLITS = ("train", "valid", "test")
+
+
+def check_speaker_disjoint(voices: list, valid_voices: list, test_voices: list) -> None:
+    """Raise DataError naming the speakers that a test voice shares with a training voice.
+
+    Training voices are ``voices`` less the valid and test ones. Valid voices may be new voices of training
+    speakers (they only guide the schedule); test voices may not: the test scores unseen speakers.
+    """
+    from speechkit.corpus.voices import speaker_of
+
+    train = [v for v in voices if v not in valid_voices and v not in test_voices]
+    shared = sorted({speaker_of(v) for v in test_voices} & {speaker_of(v) for v in train})
+    if shared:
+        raise DataError(f"test voices share speakers {shared} with the training voices; hold out every voice "
+                        f"of a test speaker (test_voices: {list(test_voices)})")
+
 
 def build_corpus_if_missing(hparams: dict) -> None:
     """The corpus in ``data_folder`` (built with the recipe's voice split when its manifests are missing)."""
     folder = hparams["data_folder"]
-    if all(os.path.isfile(os.path.join(folder, f"{s}.json")) for s in ("train", "valid", "test")):
+    if all(os.path.isfile(os.path.join(folder, f"{s}.json")) for s in SPLITS):
         return
     if hparams["corpus_size"] is None:
         raise DataError(f"{folder}: no train/valid/test.json and corpus_size is null, so no corpus is built")
     from speechkit.corpus.generator import SIZES, CorpusConfig, build_corpus
     from speechkit.corpus.voices import ALL_VOICES
 
+    voices = [v.name for v in ALL_VOICES]
+    check_speaker_disjoint(voices, hparams["valid_voices"], hparams["test_voices"])
     train, valid, test = SIZES[hparams["corpus_size"]] if isinstance(hparams["corpus_size"], str) \
         else hparams["corpus_size"]
     build_corpus(CorpusConfig(folder, num_train=train, num_valid=valid, num_test=test, seed=hparams["seed"],
-                              voices=[v.name for v in ALL_VOICES], test_voices=hparams["test_voices"],
+                              voices=voices, test_voices=hparams["test_voices"],
                               valid_voices=hparams["valid_voices"], num_workers=os.cpu_count() or 1))
 
 
+def write_speaker_manifest(corpus_manifest: str, path: str) -> None:
+    """``corpus_manifest`` with ``spk`` set to each voice's speaker and the voice kept as ``voice``."""
+    from speechkit.corpus.voices import speaker_of
+
+    with open(corpus_manifest, encoding="utf-8") as handle:
+        rows = json.load(handle)
+    if not isinstance(rows, dict):
+        raise DataError(f"{corpus_manifest}: expected a JSON object of utterances")
+    for utt_id, row in rows.items():
+        if not isinstance(row, dict) or "spk" not in row:
+            raise DataError(f"{corpus_manifest}: item {utt_id!r} has no 'spk' field (the speaker)")
+        row["voice"], row["spk"] = row["spk"], speaker_of(str(row["spk"]))
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    with open(path + ".tmp", "w", encoding="utf-8") as handle:
+        json.dump(rows, handle, indent=1)
+    os.replace(path + ".tmp", path)
+
+
 def prepare_manifests(hparams: dict, build: bool = True) -> dict:
-    """``{"train": corpus train manifest, "valid": mixtures, "test": mixtures}``; with ``build`` (on the main
-    process), create what is missing first."""
+    """``{"train": training sources by speaker, "valid": mixtures, "test": mixtures}``; with ``build`` (on
+    the main process), create what is missing first."""
     corpus, mixtures = hparams["data_folder"], hparams["mixtures_folder"]
-    paths = {"train": os.path.join(corpus, "train.json"),
+    sources = {split: os.path.join(mixtures, f"sources-{split}.json") for split in SPLITS}
+    paths = {"train": sources["train"],
              "valid": os.path.join(mixtures, "valid.json"), "test": os.path.join(mixtures, "test.json")}
     if not build:
         return paths
     build_corpus_if_missing(hparams)
+    for split in SPLITS:
+        if not os.path.isfile(sources[split]):
+            write_speaker_manifest(os.path.join(corpus, f"{split}.json"), sources[split])
     for split in ("valid", "test"):
         if not os.path.isfile(paths[split]):
-            write_mixtures(os.path.join(corpus, f"{split}.json"), mixtures, split,
+            write_mixtures(sources[split], mixtures, split,
                            hparams[f"num_{split}_mixtures"], num_speakers=hparams["num_speakers"],
                            sample_rate=hparams["sample_rate"], mode="min",
                            level_range_db=hparams["level_range_db"], seed=hparams["seed"],

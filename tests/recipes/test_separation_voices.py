@@ -1,0 +1,67 @@
+"""The separation recipe's voice split: test mixtures hold only speakers never heard in training."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from speechkit.corpus.voices import ALL_VOICES, ESPEAK_ACCENTS, speaker_of
+from speechkit.data.mixtures import plan_mixtures
+from speechkit.errors import DataError
+from tests.helpers.scripts import load_script
+
+REPO = Path(__file__).resolve().parents[2]
+RECIPE = REPO / "recipes" / "SynthSpeech" / "separation"
+prepare = load_script(RECIPE / "prepare.py", "separation_prepare")
+
+
+class _UntaggedLoader(yaml.SafeLoader):
+    """Reads a hyperpyyaml file as plain YAML: every tagged node (``!ref``, ``!new:``...) reads as None."""
+
+
+_UntaggedLoader.add_multi_constructor("!", lambda loader, suffix, node: None)
+
+
+def recipe_voices(path: Path) -> dict:
+    """test_voices and valid_voices of a recipe folder's hparams/train.yaml."""
+    hparams = yaml.load((path / "hparams" / "train.yaml").read_text(), Loader=_UntaggedLoader)
+    return {key: hparams[key] for key in ("test_voices", "valid_voices")}
+
+
+@pytest.mark.parametrize("folder", [RECIPE, REPO / "templates" / "separation"])
+def test_recipe_split_is_speaker_disjoint(folder):
+    split = recipe_voices(folder)
+    voices = [v.name for v in ALL_VOICES]
+    assert set(split["test_voices"]) <= set(voices) and set(split["valid_voices"]) <= set(voices)
+    prepare.check_speaker_disjoint(voices, split["valid_voices"], split["test_voices"])
+    train = set(voices) - set(split["test_voices"]) - set(split["valid_voices"])
+    test_speakers = {speaker_of(v) for v in split["test_voices"]}
+    assert "kal" in test_speakers and {"espeak-m7", "espeak-f4"} <= test_speakers
+    assert not {speaker_of(v) for v in train} & test_speakers
+    assert not any(v.startswith("espeak-ca-") for v in train)  # a whole accent is never heard in training
+    assert len({speaker_of(v) for v in train}) >= 12 and len(ESPEAK_ACCENTS) == 4
+
+
+def test_a_test_voice_of_a_training_speaker_is_refused():
+    voices = [v.name for v in ALL_VOICES]
+    with pytest.raises(DataError, match=r"share speakers \['espeak-m7', 'kal'\]"):
+        prepare.check_speaker_disjoint(voices, [], ["kal", "espeak-us-m7"])
+
+
+def test_test_mixtures_never_pair_two_voices_of_one_speaker(tmp_path):
+    test_voices = recipe_voices(RECIPE)["test_voices"]
+    rows = {f"{v}-test-{u}": {"wav": f"$data_root/test/{v}/{u}.flac", "spk": v, "duration": 1.0}
+            for v in test_voices for u in range(3)}
+    (tmp_path / "test.json").write_text(json.dumps(rows))
+    prepare.write_speaker_manifest(str(tmp_path / "test.json"), str(tmp_path / "mix" / "sources-test.json"))
+    sources = json.loads((tmp_path / "mix" / "sources-test.json").read_text())
+    assert sources["kal-lo-test-0"]["spk"] == "kal" and sources["kal-lo-test-0"]["voice"] == "kal-lo"
+    plans = plan_mixtures(sources, 300, num_speakers=2, seed=3)
+    pairs = [tuple(sources[s.id]["voice"] for s in plan.sources) for plan in plans]
+    assert all(speaker_of(a) != speaker_of(b) for a, b in pairs)
+    assert {speaker_of(v) for pair in pairs for v in pair} == {"kal", "espeak-m2", "espeak-m7", "espeak-f4"}
+    (tmp_path / "bad.json").write_text(json.dumps({"u1": {"wav": "x.flac"}}))
+    with pytest.raises(DataError, match="bad.json: item 'u1' has no 'spk'"):
+        prepare.write_speaker_manifest(str(tmp_path / "bad.json"), str(tmp_path / "out.json"))
