@@ -24,7 +24,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--num-test", type=int, help="test utterances (overrides --size)")
     parser.add_argument("--seed", type=int, default=defaults.seed)
     parser.add_argument("--num-sentences", type=int, help="distinct sentences (default: max(4000, total/3))")
-    parser.add_argument("--voices", help="comma-separated voices to use (default: all)")
+    parser.add_argument("--voices", help="comma-separated voices to use (default: the 15 default voices); "
+                        "more: the -lower/-higher warps and the espeak-<accent>-<variant> voices, see "
+                        "speechkit/corpus/README.md")
     parser.add_argument("--test-voices", default=",".join(defaults.test_voices),
                         help="comma-separated voices held out for test (default: %(default)s)")
     parser.add_argument("--valid-voices", default=",".join(defaults.valid_voices),
