@@ -3,12 +3,13 @@ audio, for the neural vocoder and for Griffin-Lim from the same mel spectrograms
 
 RTF = seconds of computing / seconds of audio made (below 1: faster than real time). The distance is
 :func:`speechkit.nn.stft_distances` (spectral convergence, log-magnitude L1; lower is better), averaged over
-the utterances. Without ``--model`` the vocoder has random weights of the ``small`` preset (speed only).
+the utterances. Without ``--model`` the vocoder has random weights of the ``small`` preset of
+``--generator`` (``istft``: ISTFTGenerator, ``mel``: MelGenerator; speed only).
 
 Usage:
     python benchmarks/vocoder.py --model results/vocoder-model \
         --manifest data/SynthSpeech/test.json --replacement data_root=data/SynthSpeech --utterances 20
-    python benchmarks/vocoder.py --threads 2                     # speed of the small preset only
+    python benchmarks/vocoder.py --threads 2 --generator mel     # speed of a small preset only
 
 ``--write DIR`` also writes both resynthesized versions (``DIR/vocoder/<id>.wav``, ``DIR/griffin_lim/...``)
 with manifests ``DIR/vocoder.json`` and ``DIR/griffin_lim.json`` that keep every other field of the input rows
@@ -26,7 +27,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from speechkit.models.vocoder import MelGenerator, MelSpectrogram, griffin_lim  # noqa: E402
+from speechkit.models import ISTFTGenerator, MelGenerator, MelSpectrogram, griffin_lim  # noqa: E402
 from speechkit.nn import stft_distances  # noqa: E402
 
 
@@ -39,7 +40,8 @@ def load(args) -> tuple:
         mel, generator, load_audio = vocoder.mods["mel"], vocoder.mods["generator"], vocoder.load_audio
     else:
         torch.manual_seed(0)
-        mel, generator, load_audio = MelSpectrogram(), MelGenerator.from_preset("small").eval(), None
+        kind = {"istft": ISTFTGenerator, "mel": MelGenerator}[args.generator]
+        mel, generator, load_audio = MelSpectrogram(), kind.from_preset("small").eval(), None
     if args.manifest:
         from speechkit.data.manifest import load_manifest
 
@@ -80,6 +82,8 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default=None, help="A Vocoder model folder (default: random weights).")
+    parser.add_argument("--generator", choices=("istft", "mel"), default="istft",
+                        help="The random-weight generator's kind when no --model is given.")
     parser.add_argument("--manifest", default=None, help="Utterances to resynthesize (default: noise).")
     parser.add_argument("--replacement", action="append", default=[], metavar="NAME=VALUE")
     parser.add_argument("--utterances", type=int, default=10)
@@ -90,8 +94,9 @@ def main(argv=None) -> int:
     torch.set_num_threads(args.threads)
     mel, generator, waves, rows = load(args)
     total = sum(w.shape[0] for w in waves) / mel.sample_rate
+    model = args.model or f"random small {args.generator} preset"
     print(f"torch {torch.__version__}, {platform.machine()}, {args.threads} threads, {len(waves)} "
-          f"utterances, {total:.1f} s of audio, model: {args.model or 'random small preset'}")
+          f"utterances, {total:.1f} s of audio, model: {model}")
     outputs = {"vocoder": [], "griffin_lim": []}
     def baseline(feats, frames):
         return griffin_lim(feats, frames, mel, iterations=args.griffin_lim_iterations)

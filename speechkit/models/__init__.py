@@ -1,5 +1,5 @@
 """Complete models: ASR encoders (Conformer, Transformer, recurrent), a CTC head, an attention decoder, LMs,
-a separator (Conv-TasNet), a vocoder (mel spectrogram to waveform).
+a separator (Conv-TasNet), vocoders (mel spectrogram to waveform).
 
 Example:
     >>> import torch
@@ -13,6 +13,7 @@ Example:
 from speechkit.models.conv_tasnet import ConvTasNet
 from speechkit.models.decoder import TransformerDecoder
 from speechkit.models.encoders import ConformerEncoder, CTCHead, TransformerEncoder
+from speechkit.models.istft_vocoder import ISTFTGenerator
 from speechkit.models.language_models import LSTMLanguageModel, TransformerLanguageModel
 from speechkit.models.recurrent import RecurrentEncoder, stack_frames
 from speechkit.models.vocoder import MelGenerator, MelSpectrogram, griffin_lim
@@ -21,6 +22,7 @@ __all__ = [
     "CTCHead",
     "ConvTasNet",
     "ConformerEncoder",
+    "ISTFTGenerator",
     "LSTMLanguageModel",
     "MelGenerator",
     "MelSpectrogram",

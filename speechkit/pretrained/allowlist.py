@@ -56,9 +56,9 @@ FUNCTIONAL_HELPERS = frozenset({"assert_int_or_pair", "boolean_dispatch", "handl
 #: speechkit's names made for YAML, per kind. Nothing here reads or writes a file (files reach a model only
 #: through the Pretrainer, which fetches them and loads them as weights).
 SPEECHKIT_CLASSES = {
-    "speechkit.models": ("CTCHead", "ConformerEncoder", "ConvTasNet", "LSTMLanguageModel", "MelGenerator",
-                         "MelSpectrogram", "RecurrentEncoder", "TransformerDecoder", "TransformerEncoder",
-                         "TransformerLanguageModel"),
+    "speechkit.models": ("CTCHead", "ConformerEncoder", "ConvTasNet", "ISTFTGenerator", "LSTMLanguageModel",
+                         "MelGenerator", "MelSpectrogram", "RecurrentEncoder", "TransformerDecoder",
+                         "TransformerEncoder", "TransformerLanguageModel"),
     "speechkit.nn": ("CTCLoss", "ConformerBlock", "Conv2dSubsampling", "ConvolutionModule", "FeedForward",
                      "LabelSmoothedNLLLoss", "MaskedInstanceNorm", "MultiHeadAttention",
                      "MultiResolutionSTFTLoss", "RotaryEmbedding",

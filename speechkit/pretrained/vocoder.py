@@ -19,6 +19,7 @@ from typing import Optional
 import torch
 
 from speechkit.errors import HparamsError
+from speechkit.models.istft_vocoder import ISTFTGenerator
 from speechkit.models.vocoder import MelGenerator, MelSpectrogram
 from speechkit.pretrained.interfaces import Pretrained
 
@@ -32,15 +33,14 @@ class Vocoder(Pretrained):
         super().__init__(modules, hparams, run_opts, source_description)
         mel, generator = self.mods["mel"] if "mel" in self.mods else None, \
             self.mods["generator"] if "generator" in self.mods else None
-        if not isinstance(mel, MelSpectrogram) or not isinstance(generator, MelGenerator):
+        if not isinstance(mel, MelSpectrogram) or not isinstance(generator, (MelGenerator, ISTFTGenerator)):
             raise HparamsError(f"{source_description}: a Vocoder needs modules.mel (a MelSpectrogram) and "
-                               f"modules.generator (a MelGenerator), got {type(mel).__name__} and "
-                               f"{type(generator).__name__}")
+                               f"modules.generator (a MelGenerator or an ISTFTGenerator), got "
+                               f"{type(mel).__name__} and {type(generator).__name__}")
         if mel.hop_length != generator.hop_length or mel.n_mels != generator.n_mels:
             raise HparamsError(f"{source_description}: the mel has hop {mel.hop_length} and {mel.n_mels} "
-                               f"bins "
-                               f"but the generator expects hop {generator.hop_length} (its upsample rates' "
-                               f"product) and {generator.n_mels} bins")
+                               f"bins but the generator expects hop {generator.hop_length} and "
+                               f"{generator.n_mels} bins")
         if mel.sample_rate != self.sample_rate:
             raise HparamsError(f"{source_description}: sample_rate is {self.sample_rate} but modules.mel "
                                f"computes mels at {mel.sample_rate}")
