@@ -35,7 +35,8 @@ def options(model: dict) -> list:
 
 def copy_recipe(tmp_path: Path, sgd: bool = False) -> Path:
     recipe = tmp_path / "recipe"
-    shutil.copytree(RECIPE, recipe)  # copies the linked prepare.py's content; results stay in tmp_path
+    # Copies the linked prepare.py's content; not a user's results/ there (its checkpoints would be resumed).
+    shutil.copytree(RECIPE, recipe, ignore=shutil.ignore_patterns("results"))
     if sgd:  # plain SGD: the update is linear in the gradient, so accumulation must match to rounding
         yaml = recipe / "hparams" / "pretrain.yaml"
         text = yaml.read_text().replace("!name:torch.optim.AdamW", "!name:torch.optim.SGD")

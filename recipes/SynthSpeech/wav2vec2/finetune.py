@@ -107,6 +107,8 @@ def dataio_prepare(hparams: dict, manifests: dict, tokenizer) -> dict:
         if split == "train":  # the labelled subset: the first num_labelled utterances of the manifest
             dataset = dataset.filtered_sorted(key_max_value={"duration": hparams["max_duration"]},
                                               select_n=hparams["num_labelled"])
+        elif split == "valid":  # a subset is enough to follow training; the test set is scored whole
+            dataset = dataset.filtered_sorted(select_n=hparams["valid_utterances"])
         dataset.add_dynamic_item(audio_pipeline)
         dataset.add_dynamic_item(text_pipeline)
         dataset.set_output_keys(["id", "sig", "text", "tokens"])
