@@ -25,7 +25,8 @@ from typing import Optional
 
 import torch
 
-from speechkit.nn.masks import checked_lengths, length_mask
+from speechkit.models.vocoder import checked_mel_batch, preset_sizes
+from speechkit.nn.masks import length_mask
 
 ISTFT_PRESETS = {
     "tiny": dict(channels=16, hidden=32, num_blocks=1),
@@ -84,9 +85,7 @@ class ISTFTGenerator(torch.nn.Module):
     def from_preset(cls, name: str = "small", n_mels: int = 80, overrides: Optional[dict] = None,
                     **sizes) -> ISTFTGenerator:
         """A generator of the preset ``name`` (``ISTFT_PRESETS``), with any size overridden."""
-        if name not in ISTFT_PRESETS:
-            raise ValueError(f"unknown iSTFT vocoder preset {name!r}; known: {', '.join(ISTFT_PRESETS)}")
-        return cls(n_mels=n_mels, **{**ISTFT_PRESETS[name], **(overrides or {}), **sizes})
+        return cls(n_mels=n_mels, **preset_sizes(ISTFT_PRESETS, name, "iSTFT vocoder", overrides, sizes))
 
     def forward(self, mels: torch.Tensor, lengths: Optional[torch.Tensor] = None) -> tuple:
         """``(wavs, samples)``: wavs (batch, frames * hop_length), zero past each item's
@@ -96,11 +95,7 @@ class ISTFTGenerator(torch.nn.Module):
             mels: (batch, frames, n_mels) log mel magnitudes (as :class:`MelSpectrogram` gives).
             lengths: (batch,) int64 valid frames (default: all).
         """
-        if mels.dim() != 3 or mels.shape[2] != self.n_mels:
-            raise ValueError(f"expected mels (batch, frames, {self.n_mels}), got shape {tuple(mels.shape)}")
-        if lengths is None:
-            lengths = torch.full((mels.shape[0],), mels.shape[1], dtype=torch.int64, device=mels.device)
-        lengths = checked_lengths(mels, lengths)
+        lengths = checked_mel_batch(mels, lengths, self.n_mels)
         frame_mask = length_mask(lengths, mels.shape[1]).to(mels.dtype)  # (batch, frames)
         mask = frame_mask.unsqueeze(1)
         x = self.embed(mels.transpose(1, 2) * mask)

@@ -40,6 +40,24 @@ PRESETS = {
 }
 
 
+def preset_sizes(presets: dict, name: str, kind: str, overrides: Optional[dict], sizes: dict) -> dict:
+    """The sizes of preset ``name`` of ``presets``, updated by ``overrides`` (a mapping, for YAML) and
+    ``sizes`` (keywords); ``kind`` names the model in the error for an unknown preset."""
+    if name not in presets:
+        raise ValueError(f"unknown {kind} preset {name!r}; known: {', '.join(presets)}")
+    return {**presets[name], **(overrides or {}), **sizes}
+
+
+def checked_mel_batch(mels: torch.Tensor, lengths: Optional[torch.Tensor], n_mels: int) -> torch.Tensor:
+    """The (batch,) int64 valid frames of a generator's input ``mels`` (batch, frames, n_mels), all frames
+    when ``lengths`` is None; ValueError for any other shape."""
+    if mels.dim() != 3 or mels.shape[2] != n_mels:
+        raise ValueError(f"expected mels (batch, frames, {n_mels}), got shape {tuple(mels.shape)}")
+    if lengths is None:
+        lengths = torch.full((mels.shape[0],), mels.shape[1], dtype=torch.int64, device=mels.device)
+    return checked_lengths(mels, lengths)
+
+
 class MelSpectrogram(torch.nn.Module):
     """Log mel magnitudes for the vocoder: ``forward(wavs, lengths) -> (mels, frames)``, mels
     ``(batch, frames, n_mels)`` (zero past each item's frames), ``frames = 1 + samples // hop_length``."""
@@ -126,9 +144,7 @@ class MelGenerator(torch.nn.Module):
                     **sizes) -> MelGenerator:
         """A generator of the preset ``name`` (``PRESETS``), with any size overridden (``overrides`` as a
         mapping, for YAML, or as keywords)."""
-        if name not in PRESETS:
-            raise ValueError(f"unknown vocoder preset {name!r}; known: {', '.join(PRESETS)}")
-        return cls(n_mels=n_mels, **{**PRESETS[name], **(overrides or {}), **sizes})
+        return cls(n_mels=n_mels, **preset_sizes(PRESETS, name, "vocoder", overrides, sizes))
 
     def forward(self, mels: torch.Tensor, lengths: Optional[torch.Tensor] = None) -> tuple:
         """``(wavs, samples)``: wavs (batch, frames * hop_length) in [-1, 1], zero past each item's
@@ -138,11 +154,7 @@ class MelGenerator(torch.nn.Module):
             mels: (batch, frames, n_mels) log mel magnitudes (as :class:`MelSpectrogram` gives).
             lengths: (batch,) int64 valid frames (default: all).
         """
-        if mels.dim() != 3 or mels.shape[2] != self.n_mels:
-            raise ValueError(f"expected mels (batch, frames, {self.n_mels}), got shape {tuple(mels.shape)}")
-        if lengths is None:
-            lengths = torch.full((mels.shape[0],), mels.shape[1], dtype=torch.int64, device=mels.device)
-        lengths = checked_lengths(mels, lengths)
+        lengths = checked_mel_batch(mels, lengths, self.n_mels)
 
         def mask_of(valid: torch.Tensor, time: int) -> torch.Tensor:
             return length_mask(valid, time).unsqueeze(1).to(mels.dtype)
