@@ -2,6 +2,7 @@
 fine-tuning leaves every other weight bit-identical; test hypotheses do not depend on batching."""
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -187,3 +188,18 @@ def test_missing_lm_weights_stop_the_run_before_training(trained_copy, tiny_corp
     assert done.returncode != 0
     assert str(missing) in done.stderr and "--lm_weight 0" in done.stderr
     assert not (asr / "results" / "missing_lm" / "save").exists()  # nothing was trained
+
+
+def test_a_corpus_of_another_size_is_used_with_a_warning(tmp_path, caplog):
+    prepare = load_script(templates_root() / "speech_recognition" / "ASR" / "prepare.py", "asr_prepare_size")
+    for split in ("train", "valid", "test"):
+        (tmp_path / f"{split}.json").write_text("{}")
+    settings = {"num_train": 800, "num_valid": 100, "num_test": 150}
+    (tmp_path / "corpus.json").write_text(json.dumps({"settings": settings}))
+    with caplog.at_level("WARNING"):
+        manifests = prepare.prepare_data(str(tmp_path), corpus_size="demo")
+    assert manifests["train"] == str(tmp_path / "train.json")
+    assert caplog.text == ""  # the size asked for: silent
+    with caplog.at_level("WARNING"):
+        prepare.prepare_data(str(tmp_path), corpus_size="medium")
+    assert "800/100/150" in caplog.text and "'medium' size (20000/500/800)" in caplog.text

@@ -16,12 +16,35 @@ Example:
 """
 from __future__ import annotations
 
+import json
+import logging
 import os
 from typing import Optional
 
 from speechkit.errors import DataError
 
 SPLITS = ("train", "valid", "test")
+logger = logging.getLogger(__name__)
+
+
+def warn_if_other_size(data_folder: str, corpus_size: Optional[str]) -> None:
+    """Log a warning when ``data_folder`` holds a built-in corpus of another size than ``corpus_size``: it is
+    used as it is (the steps of a recipe share one folder), which a user who changed the size should know."""
+    from speechkit.corpus.generator import SIZES
+
+    info = os.path.join(data_folder, "corpus.json")
+    if corpus_size not in SIZES or not os.path.isfile(info):
+        return
+    try:
+        with open(info, encoding="utf-8") as handle:
+            settings = json.load(handle)["settings"]
+        found = tuple(settings[key] for key in ("num_train", "num_valid", "num_test"))
+    except (OSError, ValueError, KeyError, TypeError):
+        return  # not a corpus.json of speechkit's: nothing to compare
+    if found != tuple(SIZES[corpus_size]):
+        logger.warning("%s holds a corpus of %d/%d/%d train/valid/test utterances, not the %r size "
+                       "(%d/%d/%d); it is used as it is: choose another data_folder to build that size",
+                       data_folder, *found, corpus_size, *SIZES[corpus_size])
 
 
 def prepare_data(data_folder: str, corpus_size: Optional[str] = "small", seed: int = 1234,
@@ -41,6 +64,7 @@ def prepare_data(data_folder: str, corpus_size: Optional[str] = "small", seed: i
     data_folder = os.path.abspath(data_folder)
     manifests = {split: os.path.join(data_folder, f"{split}.json") for split in SPLITS}
     if all(os.path.isfile(path) for path in manifests.values()):
+        warn_if_other_size(data_folder, corpus_size)
         return manifests
     if corpus_size is None:
         missing = [path for path in manifests.values() if not os.path.isfile(path)]
