@@ -1,7 +1,6 @@
 """The built-in corpus: text normalization, the plan's splits, signal effects, and a tiny real build."""
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import random
@@ -22,6 +21,7 @@ from speechkit.corpus import (
 )
 from speechkit.corpus.generator import split_voices
 from speechkit.errors import DataError
+from tests.helpers.folders import folder_digest
 
 ENGINES_PRESENT = shutil.which("flite") is not None and shutil.which("festival") is not None
 needs_engines = pytest.mark.skipif(not ENGINES_PRESENT, reason="flite/festival not installed "
@@ -101,17 +101,6 @@ def test_effects_resample_level_noise_and_trim():
 def tiny_config(folder, workers):
     return CorpusConfig(str(folder), num_train=6, num_valid=2, num_test=2, seed=11, num_sentences=40,
                         noise_prob=0.5, num_workers=workers, chunk_size=3)
-
-
-def folder_digest(folder):
-    digest = hashlib.sha256()
-    for root, _, files in sorted(os.walk(folder)):
-        for name in sorted(files):
-            path = os.path.join(root, name)
-            digest.update(os.path.relpath(path, folder).encode())
-            with open(path, "rb") as handle:
-                digest.update(handle.read())
-    return digest.hexdigest()
 
 
 @needs_engines

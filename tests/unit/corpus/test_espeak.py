@@ -1,8 +1,6 @@
 """eSpeak NG voices of the built-in corpus: synthesis, reproducibility across workers, and clear errors."""
 from __future__ import annotations
 
-import hashlib
-import os
 import shutil
 
 import numpy as np
@@ -20,6 +18,7 @@ from speechkit.corpus.voices import (
     voice_by_name,
 )
 from speechkit.errors import DataError
+from tests.helpers.folders import folder_digest
 
 needs_espeak = pytest.mark.skipif(shutil.which("espeak-ng") is None,
                                   reason="espeak-ng not installed (apt-get install espeak-ng)")
@@ -63,17 +62,6 @@ def test_espeak_speaks_16k_float_audio_at_the_planned_rate():
     broken = Voice("espeak-xx-m1", "espeak-m1", "espeak", "xx-nowhere+m1", 1.0, "m")
     with pytest.raises(DataError, match="espeak-ng failed for voice 'espeak-xx-m1'.*does not exist"):
         synthesize_many([("HELLO", 1.0)], broken)
-
-
-def folder_digest(folder) -> str:
-    digest = hashlib.sha256()
-    for root, _, files in sorted(os.walk(folder)):
-        for name in sorted(files):
-            path = os.path.join(root, name)
-            digest.update(os.path.relpath(path, folder).encode())
-            with open(path, "rb") as handle:
-                digest.update(handle.read())
-    return digest.hexdigest()
 
 
 @needs_espeak

@@ -7,6 +7,7 @@ import torch
 from speechkit.models.vocoder import PRESETS, MelGenerator, MelSpectrogram, griffin_lim
 from speechkit.nn import stft_distances
 from tests.helpers.batch_invariance import assert_batch_invariant
+from tests.helpers.tone_fitting import tone_fitting_losses
 
 
 def tiny_generator(**sizes):
@@ -42,22 +43,8 @@ def test_mel_front_end_is_batch_invariant():
 
 def test_generator_learns_to_fit_a_tone():
     """A few steps of the STFT loss move the output towards the target (the loss trains the model)."""
-    from speechkit.nn import multi_resolution_stft_loss
-
     mel = MelSpectrogram(n_fft=256, win_length=256, hop_length=8, n_mels=16)
-    generator = tiny_generator()
-    target = 0.5 * torch.sin(2 * math.pi * 440 * torch.arange(800) / 16000).unsqueeze(0)
-    lengths = torch.tensor([800])
-    feats, frames = mel(target, lengths)
-    optimizer = torch.optim.Adam(generator.parameters(), lr=3e-3)
-    losses = []
-    for _ in range(25):
-        wavs, _ = generator(feats, frames)
-        loss, _ = multi_resolution_stft_loss(wavs[:, :800], target, lengths, [(256, 64, 256), (128, 32, 128)])
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        losses.append(float(loss.detach()))
+    losses = tone_fitting_losses(tiny_generator(), mel, samples=800, steps=25)
     assert losses[-1] < 0.7 * losses[0]
 
 
