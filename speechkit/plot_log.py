@@ -43,6 +43,8 @@ def parse_train_log(path) -> dict:
                 raise DataError(f"{path}, line {number}: not a stage summary ('key: value | ...'): "
                                 f"{line[:80]!r}")
             fields[key.strip()] = value.strip()
+        if "update" in fields and "stage" not in fields:
+            continue  # a recipe's per-update line (wav2vec 2.0 pretraining): the curves here are per epoch
         if "stage" not in fields:
             raise DataError(f"{path}, line {number}: no 'stage:' field: {line[:80]!r}")
         epoch = int(fields["epoch"]) if "epoch" in fields else None

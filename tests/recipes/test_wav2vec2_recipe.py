@@ -70,7 +70,8 @@ def pretrained(tmp_path_factory, tiny_corpus) -> Path:
     recipe = copy_recipe(tmp_path_factory.mktemp("w2v"))
     tiny = ["hparams/pretrain.yaml", "--data_folder", str(tiny_corpus), *options(TINY_MODEL)]
     run_script(recipe / "pretrain.py", [*tiny, "--number_of_epochs", "1", "--max_tokens", "48000",
-                                        "--global_batch_seconds", "6", "--ckpt_interval_steps", "2"])
+                                        "--global_batch_seconds", "6", "--ckpt_interval_steps", "2",
+                                        "--log_interval_steps", "1"])
     return recipe
 
 
@@ -81,6 +82,7 @@ def test_pretraining_logs_every_term_and_runs_in_bf16(pretrained, tiny_corpus):
     for term in ("contrastive", "accuracy", "diversity", "feature_penalty", "prob_perplexity",
                  "code_perplexity", "temperature"):
         assert f"| {term}: " in log, log
+    assert "update: 1 | lr: " in log and "update: 2 | lr: " in log, log  # the per-interval curve
     encoder = torch.load(output / "encoder.ckpt", weights_only=True)
     assert "encoder.layers.0.ffn_in.weight" in encoder and not any(k.startswith("quantizer") for k in encoder)
     tiny = ["hparams/pretrain.yaml", "--data_folder", str(tiny_corpus), *options(TINY_MODEL)]
@@ -117,7 +119,7 @@ def test_finetuning_freezes_what_it_should_and_the_export_transcribes(pretrained
                 assert unchanged == frozen_transformer, f"{name}: {key} changed={not unchanged}"
     # Served: the exported folder transcribes with EncoderASR.
     inference = (pretrained / "hparams" / "inference.yaml").read_text()
-    for big, small in (("256, 256, 256, 256, 256, 256, 256", "32, 32, 32, 32, 32, 32, 32"),
+    for big, small in (("128, 128, 128, 128, 128, 128, 128", "32, 32, 32, 32, 32, 32, 32"),
                        ("d_model: 256", "d_model: 32"), ("num_layers: 4", "num_layers: 1"),
                        ("num_heads: 4", "num_heads: 2"), ("ffn_dim: 1024", "ffn_dim: 64"),
                        ("pos_conv_kernel: 32", "pos_conv_kernel: 8"),

@@ -8,7 +8,8 @@ Run (from this folder):
     torchrun --nproc_per_node=2 pretrain.py hparams/pretrain.yaml  # same global batch (accumulation: auto)
 
 Each stage logs the contrastive loss and accuracy, the diversity loss, the feature penalty, the code
-perplexities and the Gumbel temperature; checkpoints are also saved within epochs (ckpt_interval_minutes).
+perplexities and the Gumbel temperature, and so does every log_interval_steps updates of training (for the
+curves of a run of one epoch or less); checkpoints are also saved within epochs (ckpt_interval_minutes).
 """
 from __future__ import annotations
 
@@ -18,8 +19,10 @@ import torch
 
 import speechkit
 from speechkit.data import DynamicItemDataset, provides, read_audio, takes
+from speechkit.engine.progress import format_value
 from speechkit.models.wav2vec2 import PretrainingMonitor, batch_generator
 from speechkit.recipe import sibling_module, start
+from speechkit.stage import Stage
 
 prepare = sibling_module(__file__, "prepare")  # links to ../ASR/prepare.py: the same corpus
 
@@ -35,11 +38,20 @@ class Wav2Vec2Pretrainer(speechkit.Brain):
 
     def compute_objectives(self, out, batch, stage):
         self.monitor.update(out)
+        if stage == Stage.TRAIN:
+            self.interval_monitor.update(out)
         return out.loss
 
     def optimizer_step(self):
         super().optimizer_step()
         self.raw_modules.wav2vec2.set_num_updates(self.optimizer_steps)  # anneal the Gumbel temperature
+        interval = self.hparams.log_interval_steps
+        if interval and self.optimizer_steps % interval == 0:  # every process: summarize is a collective
+            figures = self.interval_monitor.summarize(stage=f"update {self.optimizer_steps}")
+            self.interval_monitor.reset()
+            lr = self.optimizer.param_groups[0]["lr"]
+            self.train_log.write(" | ".join([f"update: {self.optimizer_steps}", f"lr: {lr:.4g}"] + [
+                f"{name}: {format_value(value)}" for name, value in figures.items()]))
 
     def on_fit_start(self):
         super().on_fit_start()
@@ -47,8 +59,8 @@ class Wav2Vec2Pretrainer(speechkit.Brain):
 
     def on_stage_start(self, stage, epoch=None):
         config = self.raw_modules.wav2vec2.config
-        self.monitor = PretrainingMonitor(config.codebook_groups, config.codebook_entries,
-                                          self.hparams.collapse_fraction)
+        sizes = (config.codebook_groups, config.codebook_entries, self.hparams.collapse_fraction)
+        self.monitor, self.interval_monitor = PretrainingMonitor(*sizes), PretrainingMonitor(*sizes)
 
     def on_stage_end(self, stage, stage_loss, epoch=None):
         return self.monitor.summarize(stage=stage.name.lower())

@@ -41,9 +41,11 @@ class MaskedGroupNorm(nn.Module):
             frames = x.shape[-1]
             if bool((lengths == frames).all()):
                 return F.group_norm(x, x.shape[1], self.weight, self.bias, self.eps).to(dtype)
-            items = [F.pad(F.group_norm(x[i:i + 1, :, :length], x.shape[1], self.weight, self.bias, self.eps),
-                           (0, frames - length)) for i, length in enumerate(lengths.tolist())]
-            return torch.cat(items).to(dtype)
+            # unbind, not x[i]: the backward of an indexed slice zero-fills a whole batch-sized gradient
+            # per item; this way each item's gradient is zero-filled once, at its own size.
+            items = [F.pad(F.group_norm(item[None, :, :length], x.shape[1], self.weight, self.bias, self.eps),
+                           (0, frames - length))[0] for item, length in zip(x.unbind(0), lengths.tolist())]
+            return torch.stack(items).to(dtype)
         return self.masked_statistics(x, lengths).to(dtype)
 
     def masked_statistics(self, x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:

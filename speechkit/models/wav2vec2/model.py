@@ -205,14 +205,17 @@ def contrastive_logits(predictions: torch.Tensor, targets: torch.Tensor, negativ
     if mask is None:
         mask = torch.ones(batch, frames, dtype=torch.bool, device=targets.device)
     items, positions = mask.nonzero(as_tuple=True)
-    # Flat indices into (batch * frames) of each masked frame's distractors.
-    flat = (negatives[items, positions] + (items * frames).unsqueeze(1)).reshape(-1)
+    # Candidates are frames of the same item, so one (frames x frames) cosine table per item holds every
+    # score: a batched product instead of gathering (masked frames, 1 + K, dim) vectors to compare.
+    unit_predictions = F.normalize(predictions.float(), dim=-1, eps=1e-8)
+    unit_targets = F.normalize(targets.float(), dim=-1, eps=1e-8)
+    table = torch.bmm(unit_predictions, unit_targets.transpose(1, 2))  # (batch, frames, frames)
+    candidates = torch.cat([positions.unsqueeze(1), negatives[items, positions]], dim=1)  # (masked, 1 + K)
+    scores = table[items, positions].gather(1, candidates) / temperature
+    # A distractor equal to the target (exactly: the same codes) scores -inf.
+    flat = (candidates[:, 1:] + (items * frames).unsqueeze(1)).reshape(-1)
     distractors = targets.reshape(batch * frames, dim)[flat].view(len(items), -1, dim)
-    target = targets[items, positions].unsqueeze(1)
-    candidates = torch.cat([target, distractors], dim=1)
-    scores = torch.cosine_similarity(predictions[items, positions].float().unsqueeze(1), candidates.float(),
-                                     dim=-1) / temperature
-    same = (distractors == target).all(-1)
+    same = (distractors == targets[items, positions].unsqueeze(1)).all(-1)
     scores = torch.cat([scores[:, :1], scores[:, 1:].masked_fill(same, float("-inf"))], dim=1)
     logits = scores.new_zeros(batch, frames, scores.shape[1])
     logits[items, positions] = scores

@@ -105,7 +105,9 @@ class GumbelQuantizer(nn.Module):
         else:
             picks = hard
             prob_perplexity = code_perplexity
-        picks = picks.view(batch * frames, -1)
-        chosen = picks.unsqueeze(-1) * self.codevectors
-        chosen = chosen.view(batch * frames, self.groups, self.entries, -1).sum(-2)
-        return QuantizerOutput(chosen.view(batch, frames, -1), prob_perplexity, code_perplexity)
+        # One (frames x entries) @ (entries x dim) product per group: the same sums as weighting every entry
+        # of every codebook and adding them up, without the (frames, groups x entries, dim) intermediate.
+        picks = picks.view(batch * frames, self.groups, self.entries).transpose(0, 1)
+        codebooks = self.codevectors.view(self.groups, self.entries, -1).to(picks.dtype)
+        chosen = torch.bmm(picks, codebooks).transpose(0, 1)
+        return QuantizerOutput(chosen.reshape(batch, frames, -1), prob_perplexity, code_perplexity)

@@ -9,6 +9,7 @@ from speechkit.plot_log import parse_train_log
 
 LOG = """epoch: 1 | stage: train | lr: 0.001 | loss: 2.5 | duration: 10.0s
 epoch: 1 | stage: valid | loss: 2.1 | WER: 80.5 | CER: 40 | duration: 1.0s
+update: 200 | lr: 0.0004 | accuracy: 0.2
 epoch: 2 | stage: train | lr: 0.0005 | loss: 1.5 | duration: 10.0s
 epoch: 2 | stage: valid | loss: 1.2 | WER: 50.25 | CER: 20 | duration: 1.0s
 stage: test | loss: 1.3 | WER: 52 | CER: 21 | duration: 2.0s
@@ -23,6 +24,7 @@ def test_parse_train_log(tmp_path):
     assert curves["train"]["lr"] == [(1, 0.001), (2, 0.0005)]
     assert curves["valid"]["WER"] == [(1, 80.5), (2, 50.25)]
     assert curves["test"] == {"loss": [(None, 1.3)], "WER": [(None, 52.0)], "CER": [(None, 21.0)]}
+    assert set(curves) == {"train", "valid", "test"}  # per-update lines are not epoch curves
 
 
 def test_plot_log_writes_a_png(tmp_path):
@@ -37,7 +39,7 @@ def test_plot_log_writes_a_png(tmp_path):
 def test_bad_lines_are_named(tmp_path, capsys):
     path = tmp_path / "train_log.txt"
     path.write_text(LOG + "Traceback (most recent call last)\n")
-    with pytest.raises(DataError, match=r"train_log.txt, line 6: not a stage summary"):
+    with pytest.raises(DataError, match=r"train_log.txt, line 7: not a stage summary"):
         parse_train_log(path)
     assert speechkit_main(["plot-log", str(tmp_path / "missing.txt")]) == 1
     assert "no such train log" in capsys.readouterr().err
