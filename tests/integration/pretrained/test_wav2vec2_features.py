@@ -13,7 +13,7 @@ from speechkit.pretrained import Wav2Vec2Features, export_wav2vec2
 from tests.helpers.batch_invariance import assert_batch_invariant
 
 RECIPE = Path(__file__).resolve().parents[3] / "recipes" / "SynthSpeech" / "wav2vec2"
-SMALL = dict(conv_channels=[256] * 7, d_model=256, num_layers=4, num_heads=4, ffn_dim=1024,
+SMALL = dict(conv_channels=[128] * 7, d_model=256, num_layers=4, num_heads=4, ffn_dim=1024,
              pos_conv_kernel=32, pos_conv_groups=16)
 
 
