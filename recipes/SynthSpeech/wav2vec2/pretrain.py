@@ -22,7 +22,6 @@ from speechkit.data import DynamicItemDataset, provides, read_audio, takes
 from speechkit.engine.progress import format_value
 from speechkit.models.wav2vec2 import PretrainingMonitor, batch_generator
 from speechkit.recipe import sibling_module, start
-from speechkit.stage import Stage
 
 prepare = sibling_module(__file__, "prepare")  # links to ../ASR/prepare.py: the same corpus
 
@@ -38,8 +37,6 @@ class Wav2Vec2Pretrainer(speechkit.Brain):
 
     def compute_objectives(self, out, batch, stage):
         self.monitor.update(out)
-        if stage == Stage.TRAIN:
-            self.interval_monitor.update(out)
         return out.loss
 
     def optimizer_step(self):
@@ -47,10 +44,11 @@ class Wav2Vec2Pretrainer(speechkit.Brain):
         self.raw_modules.wav2vec2.set_num_updates(self.optimizer_steps)  # anneal the Gumbel temperature
         interval = self.hparams.log_interval_steps
         if interval and self.optimizer_steps % interval == 0:  # every process: summarize is a collective
-            figures = self.interval_monitor.summarize(stage=f"update {self.optimizer_steps}")
-            self.interval_monitor.reset()
+            update = self.optimizer_steps
+            figures = self.monitor.summarize(stage=f"update {update}", since=self.interval_start)
+            self.interval_start = dict(self.monitor.sums)
             lr = self.optimizer.param_groups[0]["lr"]
-            self.train_log.write(" | ".join([f"update: {self.optimizer_steps}", f"lr: {lr:.4g}"] + [
+            self.train_log.write(" | ".join([f"update: {update}", f"lr: {lr:.4g}"] + [
                 f"{name}: {format_value(value)}" for name, value in figures.items()]))
 
     def on_fit_start(self):
@@ -59,8 +57,9 @@ class Wav2Vec2Pretrainer(speechkit.Brain):
 
     def on_stage_start(self, stage, epoch=None):
         config = self.raw_modules.wav2vec2.config
-        sizes = (config.codebook_groups, config.codebook_entries, self.hparams.collapse_fraction)
-        self.monitor, self.interval_monitor = PretrainingMonitor(*sizes), PretrainingMonitor(*sizes)
+        self.monitor = PretrainingMonitor(config.codebook_groups, config.codebook_entries,
+                                          self.hparams.collapse_fraction)
+        self.interval_start = dict(self.monitor.sums)  # the sums when the current log interval began
 
     def on_stage_end(self, stage, stage_loss, epoch=None):
         return self.monitor.summarize(stage=stage.name.lower())

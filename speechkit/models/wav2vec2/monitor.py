@@ -55,10 +55,16 @@ class PretrainingMonitor:
         self.sums["batches"] += 1
         self.temperature = out.temperature
 
-    def summarize(self, gather: Callable = all_gather_object, stage: str = "train") -> dict:
-        """The stage's figures over every process (a collective when several run); warns on collapse."""
+    def summarize(self, gather: Callable = all_gather_object, stage: str = "train",
+                  since: Optional[dict] = None) -> dict:
+        """The stage's figures over every process (a collective when several run); warns on collapse.
+
+        ``since``: an earlier copy of ``sums``; the figures are then those of the batches added after it
+        (a training log's interval, without a second monitor).
+        """
+        own = {name: self.sums[name] - (since or {}).get(name, 0.0) for name in _SUMMED}
         total = dict.fromkeys(_SUMMED, 0.0)
-        for sums in gather(self.sums):
+        for sums in gather(own):
             for name in _SUMMED:
                 total[name] += sums[name]
         batches = max(total["batches"], 1.0)

@@ -217,3 +217,25 @@ def test_monitor_merges_every_process_and_warns_when_the_codebook_collapses(capl
     with caplog.at_level("WARNING"):
         monitor.summarize(gather=lambda sums: [sums], stage="valid")
     assert "valid: code perplexity 1.5 is below 10% of the 20 codes" in caplog.text
+
+
+def test_monitor_summarizes_the_batches_added_since_a_copy_of_its_sums():
+    from types import SimpleNamespace
+
+    from speechkit.models.wav2vec2 import PretrainingMonitor
+
+    def batch(correct, count):
+        scalar = torch.tensor
+        return SimpleNamespace(contrastive_loss=scalar(float(count)), count=scalar(count),
+                               correct=scalar(correct), diversity_loss=scalar(0.5),
+                               feature_penalty=scalar(0.1), prob_perplexity=scalar(9.0),
+                               code_perplexity=scalar(8.0), temperature=1.0)
+
+    monitor = PretrainingMonitor(groups=2, entries=10)
+    monitor.update(batch(correct=10, count=10))
+    start = dict(monitor.sums)
+    monitor.update(batch(correct=1, count=20))
+    monitor.update(batch(correct=3, count=20))
+    interval = monitor.summarize(gather=lambda sums: [sums], since=start)
+    assert interval["accuracy"] == pytest.approx(4 / 40)  # the first batch left out
+    assert monitor.summarize(gather=lambda sums: [sums])["accuracy"] == pytest.approx(14 / 50)
