@@ -37,6 +37,7 @@ from speechkit.engine.accumulation import (
     resolve_accumulation,
     total_optimizer_steps,
 )
+from speechkit.engine.device_speed import build_optimizer, is_cuda, loader_options_for
 from speechkit.engine.loaders import batch_items, build_loader, describe_data, move_to
 from speechkit.engine.modules import freeze_modules, gradient_sync, trainable_parameters, training_modules
 from speechkit.engine.optimization import OptimizationStep
@@ -167,7 +168,7 @@ class Brain:
                 params = list(self._raw_modules.parameters())
             else:
                 params = trainable_parameters(self._raw_modules, self.trainable_modules)
-            self.optimizer = self.opt_class(params)
+            self.optimizer = build_optimizer(self.opt_class, params, self.device)  # fused on CUDA
             self.optimizers_dict = {"optimizer": self.optimizer}
 
     def on_stage_start(self, stage: Stage, epoch: Optional[int] = None) -> None:
@@ -204,7 +205,7 @@ class Brain:
     # --- batches ------------------------------------------------------------------------------------------
     def fit_batch(self, batch: Any) -> torch.Tensor:
         """Forward, backward and, closing an accumulation cycle, an optimizer step; returns the loss."""
-        batch = move_to(batch, self.device)
+        batch = move_to(batch, self.device, is_cuda(self.device))
         self.on_fit_batch_start(batch)
         final = self.optimization.is_final_micro_batch(self._last_in_epoch)
         with self._gradient_sync(final):
@@ -229,7 +230,7 @@ class Brain:
 
     @torch.no_grad()
     def evaluate_batch(self, batch: Any, stage: Stage) -> torch.Tensor:
-        batch = move_to(batch, self.device)
+        batch = move_to(batch, self.device, is_cuda(self.device))
         with self.eval_precision.autocast():
             predictions = self.compute_forward(batch, stage)
             loss = self.compute_objectives(predictions, batch, stage)
@@ -238,6 +239,7 @@ class Brain:
     # --- loops --------------------------------------------------------------------------------------------
     def make_dataloader(self, data: Any, stage: Stage, loader_kwargs: Optional[dict] = None) -> Any:
         seed = int(self.run_opts.seed or 0)
+        loader_kwargs = loader_options_for(self.device, loader_kwargs)  # pinned memory on CUDA
         return build_loader(data, stage, loader_kwargs, self.context.rank, self.context.world_size, seed)
 
     def fit(
@@ -324,7 +326,7 @@ class Brain:
                 self.step += 1
                 self._last_in_epoch = total is not None and self.step == total or limit == self.step
                 loss = self.fit_batch(batch)
-                self.train_stats.update(float(loss), batch_items(batch))
+                self.train_stats.update(loss, batch_items(batch))
                 self.train_position = self.step
                 bar.update(self.train_stats)
                 if self.optimization.micro_batches == 0 and self._after_optimizer_step(epoch):
@@ -429,7 +431,7 @@ class Brain:
         try:
             for batch in loader:
                 self.step += 1
-                stats.update(float(self.evaluate_batch(batch, stage)), batch_items(batch))
+                stats.update(self.evaluate_batch(batch, stage), batch_items(batch))
                 bar.update(stats)
                 if limit is not None and self.step >= limit:
                     break

@@ -25,6 +25,8 @@ import yaml
 from speechkit.errors import RunOptionsError
 
 PRECISIONS = ("fp32", "fp16", "bf16")
+#: torch.compile's modes; "reduce-overhead" records CUDA graphs (one per input shape) and replays them.
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 #: Options never read from the hparams YAML (see RunOptions.merged_with).
 LAUNCHER_ONLY = frozenset({"worker_id", "num_workers", "device_id", "local_rank", "sync_protocol"})
 
@@ -53,6 +55,12 @@ class RunOptions:
     )
     compile_modules: Optional[list] = _opt(
         None, "Names of the modules --compile compiles (YAML list or comma-separated); default: all."
+    )
+    compile_mode: Optional[str] = _opt(
+        None,
+        "torch.compile mode for --compile; reduce-overhead records CUDA graphs (best with the loader option "
+        "pad_to_multiple, so that batches come in few shapes).",
+        COMPILE_MODES,
     )
     # Optimization
     grad_accumulation_factor: Union[int, str] = _opt(

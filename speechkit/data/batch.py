@@ -44,12 +44,18 @@ class PaddedData(NamedTuple):
         return steps.unsqueeze(0) < self.lengths.unsqueeze(1)
 
 
-def pad_sequences(tensors: Sequence[torch.Tensor], pad_value: float = 0, key: str = "field") -> PaddedData:
+def pad_sequences(tensors: Sequence[torch.Tensor], pad_value: float = 0, key: str = "field",
+                  pad_to_multiple: int = 1) -> PaddedData:
     """Pad tensors of shapes (time_i, *rest) to (batch, max_time, *rest); ``rest`` must agree.
+
+    ``pad_to_multiple`` rounds ``max_time`` up to a multiple of it, so batches come in few distinct shapes (a
+    compiled step or a CUDA graph is reused instead of made anew for every length). The lengths stay exact.
 
     Example:
         >>> pad_sequences([torch.ones(2, 4), torch.ones(3, 4)]).data.shape
         torch.Size([2, 3, 4])
+        >>> pad_sequences([torch.ones(2, 4), torch.ones(3, 4)], pad_to_multiple=8).data.shape
+        torch.Size([2, 8, 4])
     """
     if not tensors:
         raise DataError(f"cannot pad {key!r}: no items")
@@ -63,7 +69,7 @@ def pad_sequences(tensors: Sequence[torch.Tensor], pad_value: float = 0, key: st
             raise DataError(f"cannot pad {key!r}: item {position} has dtype {tensor.dtype}, "
                             f"item 0 {first.dtype}")
     lengths = torch.tensor([tensor.shape[0] for tensor in tensors], dtype=torch.int64)
-    max_length = int(lengths.max()) if len(tensors) else 0
+    max_length = -(-int(lengths.max()) // pad_to_multiple) * pad_to_multiple
     data = first.new_full((len(tensors), max_length, *rest), pad_value)
     for position, tensor in enumerate(tensors):
         data[position, : tensor.shape[0]] = tensor
@@ -78,6 +84,8 @@ class PaddedBatch:
         padded_keys: the keys to pad; default: every key whose first value is a tensor or numpy array of
             at least one dimension.
         pad_values: pad value per key (default 0), e.g. ``{"tokens": -100}``.
+        pad_to_multiple: pad the time dimension of every padded key to a multiple of this (see
+            :func:`pad_sequences`); the loader option of the same name sets it.
 
     ``len(batch)`` is the number of items. ``.to(device)`` and ``.pin_memory()`` move every tensor and return
     the batch, so the class works as ``collate_fn`` of a ``torch.utils.data.DataLoader`` with
@@ -85,7 +93,7 @@ class PaddedBatch:
     """
 
     def __init__(self, examples: Sequence[Mapping[str, Any]], padded_keys: Optional[Sequence[str]] = None,
-                 pad_values: Optional[Mapping[str, float]] = None):
+                 pad_values: Optional[Mapping[str, float]] = None, pad_to_multiple: int = 1):
         if not examples:
             raise DataError("PaddedBatch needs at least one example")
         keys = list(examples[0].keys())
@@ -103,7 +111,7 @@ class PaddedBatch:
                 if all(tensor.dim() == 0 for tensor in tensors):
                     fields[key] = torch.stack(tensors)
                 else:
-                    fields[key] = pad_sequences(tensors, pad_values.get(key, 0), key)
+                    fields[key] = pad_sequences(tensors, pad_values.get(key, 0), key, pad_to_multiple)
             else:
                 fields[key] = values
         self.__dict__["_fields"] = fields

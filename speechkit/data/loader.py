@@ -14,6 +14,7 @@ Example:
 """
 from __future__ import annotations
 
+import functools
 import logging
 import random
 from collections.abc import Iterator, Mapping
@@ -40,6 +41,7 @@ LOADER_OPTIONS = {
     "prefetch_factor": None,
     "pin_memory": False,
     "collate_fn": None,
+    "pad_to_multiple": None,
     "drop_last": False,
     "timeout": 0,
 }
@@ -153,7 +155,9 @@ def make_dataloader(dataset: Any, stage: Union[Stage, str], *, rank: int = 0, wo
             ``"descending"`` or None), ``length_key`` (``"duration"``), ``dynamic_batching`` (a dict of
             :class:`~speechkit.data.samplers.DynamicBatchSampler` arguments, e.g. ``{max_batch_length: 200,
             num_buckets: 40}``, or None), ``num_workers`` (0), ``prefetch_factor``, ``pin_memory``,
-            ``collate_fn`` (default :class:`~speechkit.data.batch.PaddedBatch`), ``drop_last``, ``timeout``.
+            ``collate_fn`` (default :class:`~speechkit.data.batch.PaddedBatch`), ``pad_to_multiple`` (None:
+            the default collate pads time to a multiple of it, for few distinct batch shapes under
+            ``torch.compile`` or CUDA graphs), ``drop_last``, ``timeout``.
 
     Raises:
         DataError: an unknown option or a bad value (the option is named).
@@ -173,14 +177,28 @@ def make_dataloader(dataset: Any, stage: Union[Stage, str], *, rank: int = 0, wo
         raise DataError(f"loader option num_workers must be an int >= 0, got {num_workers!r}")
     seed = 0 if seed is None else int(seed)
     sampler = _batch_sampler(dataset, stage, options, rank, world_size, seed)
-    collate_fn = options["collate_fn"]
-    if collate_fn is None:
-        from speechkit.data.batch import PaddedBatch
-
-        collate_fn = PaddedBatch
+    collate_fn = _collate(options["collate_fn"], options["pad_to_multiple"])
     return SpeechLoader(dataset, sampler, collate_fn=collate_fn, num_workers=num_workers,
                         prefetch_factor=options["prefetch_factor"], pin_memory=bool(options["pin_memory"]),
                         timeout=options["timeout"], seed=seed, rank=rank, stage=stage)
+
+
+def _collate(collate_fn: Optional[Callable], pad_to_multiple: Any) -> Callable:
+    """The loader's collate function: the recipe's, or PaddedBatch (padding to ``pad_to_multiple``)."""
+    if pad_to_multiple is None:
+        pad_to_multiple = 1
+    elif isinstance(pad_to_multiple, bool) or not isinstance(pad_to_multiple, int) or pad_to_multiple < 1:
+        raise DataError(f"loader option pad_to_multiple must be an int >= 1 or null, got {pad_to_multiple!r}")
+    elif collate_fn is not None:
+        raise DataError("loader option pad_to_multiple applies to the default collate (PaddedBatch); with "
+                        "your own collate_fn, pad inside it")
+    if collate_fn is not None:
+        return collate_fn
+    from speechkit.data.batch import PaddedBatch
+
+    if pad_to_multiple == 1:
+        return PaddedBatch
+    return functools.partial(PaddedBatch, pad_to_multiple=pad_to_multiple)
 
 
 def _batch_sampler(dataset: Any, stage: Stage, options: dict, rank: int, world_size: int, seed: int) -> Any:

@@ -115,12 +115,15 @@ class PositionTracker:
         return getattr(self.loader, name)
 
 
-def move_to(batch: Any, device: Any) -> Any:
-    """Move a batch (object with ``.to``, tensor, or tuple/list/dict of them) to ``device``."""
+def move_to(batch: Any, device: Any, non_blocking: bool = False) -> Any:
+    """Move a batch (object with ``.to``, tensor, or tuple/list/dict of them) to ``device``.
+
+    ``non_blocking`` lets a copy from pinned host memory to a GPU overlap with the work already queued.
+    """
     if hasattr(batch, "to") and callable(batch.to):
-        return batch.to(device)
+        return batch.to(device, non_blocking=non_blocking) if non_blocking else batch.to(device)
     if isinstance(batch, (tuple, list)):
-        return type(batch)(move_to(item, device) for item in batch)
+        return type(batch)(move_to(item, device, non_blocking) for item in batch)
     if isinstance(batch, dict):
-        return {key: move_to(value, device) for key, value in batch.items()}
+        return {key: move_to(value, device, non_blocking) for key, value in batch.items()}
     return batch

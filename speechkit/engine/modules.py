@@ -14,6 +14,7 @@ from typing import Any, Optional
 
 import torch
 
+from speechkit.engine.device_speed import compile_options
 from speechkit.errors import HparamsError
 
 
@@ -21,14 +22,15 @@ def training_modules(
     modules: torch.nn.ModuleDict, dist: Any, context: Any, run_opts: Any, compile_names: Optional[list] = None
 ) -> torch.nn.ModuleDict:
     """Wrap every module with trainable parameters (``dist.wrap_module``); with ``--compile``, compile the
-    modules named in ``compile_names`` (all when ``None``)."""
+    modules named in ``compile_names`` (all when ``None``), in ``--compile_mode`` ("reduce-overhead": CUDA
+    graphs)."""
     names = compile_names or list(modules)
     wrapped = {}
     for name, module in modules.items():
         if any(p.requires_grad for p in module.parameters()):
             module = dist.wrap_module(module, context, run_opts)
         if run_opts.compile and name in names:
-            module = torch.compile(module)
+            module = torch.compile(module, **compile_options(run_opts.compile_mode))
         wrapped[name] = module
     return torch.nn.ModuleDict(wrapped)
 

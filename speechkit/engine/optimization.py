@@ -11,6 +11,10 @@ norm is computed anyway (clipping, ``skip_nonfinite_grads``, several processes).
 more than ``nonfinite_patience`` in a row raise :class:`~speechkit.errors.NonFiniteLossError` on every rank at
 the same step. With fp16 the gradient scaler handles overflowing gradients itself (not counted).
 
+On a GPU nothing is read back per micro-batch: the loss check stays a flag on the device, the backward always
+runs, and the flag and the gradient norm are read together once per optimizer step (one synchronisation,
+where the step must decide whether to update).
+
 Example:
     >>> opt = torch.optim.SGD(model.parameters(), lr=0.1)                       # doctest: +SKIP
     >>> steps = OptimizationStep({"opt": opt}, Precision("fp32", "cpu"), accumulation=2)  # doctest: +SKIP
@@ -42,6 +46,8 @@ class OptimizationStep:
         nonfinite_patience: consecutive skipped steps tolerated before raising.
         skip_nonfinite_grads: check gradients even when clipping is off.
         distributed: several processes train together (backward always runs; gradients always checked).
+        defer_checks: keep the loss check on the device until the step (default: when the loss is not on
+            the CPU); True on CPU runs the GPU path, for tests.
     """
 
     def __init__(
@@ -53,6 +59,7 @@ class OptimizationStep:
         nonfinite_patience: int = 3,
         skip_nonfinite_grads: bool = False,
         distributed: bool = False,
+        defer_checks: Optional[bool] = None,
     ):
         if int(accumulation) < 1:
             raise ValueError(f"gradient accumulation factor must be >= 1, got {accumulation}")
@@ -63,8 +70,10 @@ class OptimizationStep:
         self.nonfinite_patience = int(nonfinite_patience)
         self.skip_nonfinite_grads = bool(skip_nonfinite_grads)
         self.distributed = distributed
+        self.defer_checks = defer_checks
         self.micro_batches = 0  # micro-batches accumulated in the current cycle
         self.cycle_nonfinite = False
+        self._device_nonfinite: Optional[torch.Tensor] = None  # the cycle's loss check, kept on the GPU
         self.consecutive_nonfinite = 0
         self.skipped_total = 0
 
@@ -75,6 +84,12 @@ class OptimizationStep:
     def backward(self, loss: torch.Tensor) -> bool:
         """Accumulate ``loss / k``'s gradients; returns False when the loss is non-finite."""
         self.micro_batches += 1
+        if loss.device.type != "cpu" if self.defer_checks is None else self.defer_checks:
+            nonfinite = ~torch.isfinite(loss.detach()).all()
+            flag = self._device_nonfinite
+            self._device_nonfinite = nonfinite if flag is None else flag | nonfinite
+            self._scaled_backward(loss)
+            return True  # not known yet without waiting for the GPU; step() reads the flag
         finite = bool(torch.isfinite(loss.detach()).all())
         if not finite:
             self.cycle_nonfinite = True
@@ -84,11 +99,14 @@ class OptimizationStep:
             )
             if not self.distributed:
                 return False  # nothing to synchronize with: save the backward
+        self._scaled_backward(loss)
+        return finite
+
+    def _scaled_backward(self, loss: torch.Tensor) -> None:
         scaled = loss / self.accumulation
         if self.precision.scaler is not None:
             scaled = self.precision.scaler.scale(scaled)
         scaled.backward()
-        return finite
 
     def parameters(self) -> list:
         return [
@@ -106,15 +124,19 @@ class OptimizationStep:
         """
         micro, self.micro_batches = self.micro_batches, 0
         poisoned, self.cycle_nonfinite = self.cycle_nonfinite, False
+        device_flag, self._device_nonfinite = self._device_nonfinite, None
         scaler = self.precision.scaler
         if scaler is not None:
             for optimizer in self.optimizers.values():
                 scaler.unscale_(optimizer)
         params = self.parameters()
         if 0 < micro < self.accumulation and not poisoned:
+            # A NaN cycle on a GPU is rescaled too (its flag is unread yet); it is skipped below all the same.
             for p in params:
                 p.grad.mul_(self.accumulation / micro)
-        grad_norm = self._clip_and_measure(params)
+        grad_norm = self._clip_and_measure(params, read=device_flag is None)
+        if device_flag is not None:
+            poisoned, grad_norm = self._read_once(device_flag, grad_norm)
         bad_grads = grad_norm is not None and not math.isfinite(grad_norm)
         updated = False
         if scaler is not None:
@@ -133,14 +155,28 @@ class OptimizationStep:
         self._count(poisoned or bad_grads)
         return updated
 
-    def _clip_and_measure(self, params: list) -> Optional[float]:
+    def _clip_and_measure(self, params: list, read: bool = True) -> Optional[float | torch.Tensor]:
+        """The gradient norm when clipping or checking needs it: a float, or a tensor with ``read=False``."""
         if not params:
             return None
         if self.max_grad_norm > 0:
-            return float(torch.nn.utils.clip_grad_norm_(params, self.max_grad_norm))
-        if self.skip_nonfinite_grads or self.distributed:
-            return float(torch.nn.utils.get_total_norm([p.grad for p in params]))
-        return None
+            norm = torch.nn.utils.clip_grad_norm_(params, self.max_grad_norm)
+        elif self.skip_nonfinite_grads or self.distributed:
+            norm = torch.nn.utils.get_total_norm([p.grad for p in params])
+        else:
+            return None
+        return float(norm) if read else norm
+
+    def _read_once(self, nonfinite: torch.Tensor, grad_norm: Optional[torch.Tensor]) -> tuple:
+        """The cycle's loss flag and gradient norm from the GPU in one read; logs a non-finite loss."""
+        values = [nonfinite.float()]
+        if grad_norm is not None:
+            values.append(grad_norm.float().to(nonfinite.device))
+        read = torch.stack(values).tolist()
+        poisoned = bool(read[0])
+        if poisoned:
+            logger.warning("Non-finite loss in this optimizer step's micro-batches; the step is skipped")
+        return poisoned, (read[1] if grad_norm is not None else None)
 
     def _count(self, skipped: bool) -> None:
         if not skipped:
@@ -159,6 +195,7 @@ class OptimizationStep:
         """Drop gradients of an unfinished cycle (e.g. when training stops early)."""
         self.micro_batches = 0
         self.cycle_nonfinite = False
+        self._device_nonfinite = None
         for optimizer in self.optimizers.values():
             optimizer.zero_grad(set_to_none=True)
 

@@ -18,26 +18,66 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Optional
 
+import torch
 from tqdm import tqdm
 
 logger = logging.getLogger(__name__)
 
 
 class StageStats:
-    """Running item-weighted loss and throughput of one stage on this process."""
+    """Running item-weighted loss and throughput of one stage on this process.
 
-    def __init__(self):
-        self.loss_sum = 0.0
-        self.items = 0
+    A loss on a GPU is summed on the GPU: reading it every batch would make the host wait for each step to
+    finish before queueing the next. The sums are read (one synchronisation) only when a figure is asked
+    for: the progress bar's refresh, the end of the stage, a checkpoint. ``defer_reads=True`` does the same
+    with CPU tensors (the tests check the GPU path that way); ``None`` defers for non-CPU losses only.
+    """
+
+    def __init__(self, defer_reads: Optional[bool] = None):
+        self.defer_reads = defer_reads
+        self._loss_sum = 0.0
+        self._items = 0  # items whose loss was finite
+        self._device_sums: Optional[torch.Tensor] = None  # (loss sum, finite items) not yet read
+        self.processed = 0  # every item seen, finite or not (throughput)
         self.batches = 0
         self.started = time.monotonic()
         self.elapsed_before = 0.0  # time spent before a resume, so durations survive preemption
 
-    def update(self, loss: float, items: int) -> None:
-        if math.isfinite(loss):  # a skipped non-finite batch must not turn the whole stage NaN
-            self.loss_sum += loss * items
-            self.items += items
+    def update(self, loss: float | torch.Tensor, items: int) -> None:
+        """Add one batch's mean ``loss`` (a float, or a 0-dim tensor) over ``items`` items.
+
+        A non-finite loss (a skipped batch) is left out, so it cannot turn the whole stage NaN.
+        """
+        defer = self.defer_reads
+        if isinstance(loss, torch.Tensor) and (loss.device.type != "cpu" if defer is None else defer):
+            loss = loss.detach().float().reshape(())
+            finite = torch.isfinite(loss)
+            sums = torch.stack([torch.where(finite, loss * items, 0.0), finite.float() * items])
+            self._device_sums = sums if self._device_sums is None else self._device_sums + sums
+        else:
+            loss = float(loss)
+            if math.isfinite(loss):
+                self._loss_sum += loss * items
+                self._items += items
+        self.processed += items
         self.batches += 1
+
+    def _read_device_sums(self) -> None:
+        if self._device_sums is not None:
+            loss_sum, items = self._device_sums.double().tolist()
+            self._loss_sum += loss_sum
+            self._items += round(items)
+            self._device_sums = None
+
+    @property
+    def loss_sum(self) -> float:
+        self._read_device_sums()
+        return self._loss_sum
+
+    @property
+    def items(self) -> int:
+        self._read_device_sums()
+        return self._items
 
     @property
     def average(self) -> float:
@@ -48,7 +88,7 @@ class StageStats:
         return self.elapsed_before + time.monotonic() - self.started
 
     def items_per_second(self) -> float:
-        return self.items / max(self.duration, 1e-9)
+        return self.processed / max(self.duration, 1e-9)
 
     def gathered_average(self, all_gather_object: Callable) -> float:
         """Mean loss over every item of every process (one collective)."""
@@ -60,12 +100,15 @@ class StageStats:
         return {
             "loss_sum": self.loss_sum,
             "items": self.items,
+            "processed": self.processed,
             "batches": self.batches,
             "elapsed": self.duration,
         }
 
     def load_state_dict(self, state: dict) -> None:
-        self.loss_sum, self.items = float(state["loss_sum"]), int(state["items"])
+        self._loss_sum, self._items = float(state["loss_sum"]), int(state["items"])
+        self._device_sums = None
+        self.processed = int(state.get("processed", state["items"]))
         self.batches, self.elapsed_before = int(state["batches"]), float(state["elapsed"])
         self.started = time.monotonic()
 
@@ -73,7 +116,10 @@ class StageStats:
 class ProgressBar:
     """A tqdm bar showing the running loss and items/s; silent when ``enabled`` is False."""
 
+    POSTFIX_INTERVAL_S = 1.0
+
     def __init__(self, description: str, total: Optional[int], enabled: bool, initial: int = 0):
+        self._postfix_time = -math.inf
         self.bar = tqdm(
             total=total,
             desc=description,
@@ -84,11 +130,16 @@ class ProgressBar:
         )
 
     def update(self, stats: StageStats) -> None:
-        if not self.bar.disable:
+        if self.bar.disable:
+            return
+        now = time.monotonic()
+        if now - self._postfix_time >= self.POSTFIX_INTERVAL_S:
+            # At most once a second: the running loss may live on a GPU, and reading it waits for the step.
+            self._postfix_time = now
             self.bar.set_postfix(
                 loss=f"{stats.average:.4g}", items_s=f"{stats.items_per_second():.1f}", refresh=False
             )
-            self.bar.update(1)
+        self.bar.update(1)
 
     def close(self) -> None:
         self.bar.close()
