@@ -11,6 +11,12 @@ Usage:
     python benchmarks/asr_train.py --device cuda --compile     # d_model 144 and 256, 400 s batches
     python benchmarks/asr_train.py --device cuda --compile --cuda-graphs --dtypes bf16
 
+With ``--loader real`` the batches come instead through speechkit's own loader, as in training: a dataset
+of feature items, dynamic batches over the same buckets, padding to a multiple of ``--pad-multiple`` frames,
+``--loader-workers`` worker processes and pinned memory; its waits count in the timed steps. ``--profile``
+adds what the step does on the device (``step_profile.py``): kernels per step, achieved TFLOP/s (and the
+share of the GPU's bf16 peak) and the GPU's idle time.
+
 Throughput counts real audio only (not padding). The decoding real-time factor is encoder + CTC head +
 greedy decoding time divided by the audio duration (lower is faster).
 """
@@ -18,6 +24,7 @@ greedy decoding time divided by the audio duration (lower is faster).
 from __future__ import annotations
 
 import argparse
+import itertools
 import math
 import platform
 import sys
@@ -27,8 +34,10 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # speechkit and benchmarks/ of this checkout
 
+from benchmarks.step_profile import profile_step, step_flops  # noqa: E402
+from speechkit.data.loader import make_dataloader  # noqa: E402
 from speechkit.decoding import ctc_greedy_decode  # noqa: E402
 from speechkit.models import ConformerEncoder, CTCHead  # noqa: E402
 from speechkit.nn import ctc_loss  # noqa: E402
@@ -96,6 +105,44 @@ def make_batches(
     return batches
 
 
+class FeatureItems(torch.utils.data.Dataset):
+    """Utterances of fbank-shaped random features (what a feature cache on disk would give), durations as in
+    :func:`make_batches`; ``lengths("duration")`` lets speechkit's dynamic batching bucket them."""
+
+    def __init__(self, count: int, bounds: list[float], vocab_size: int, seed: int):
+        generator = torch.Generator().manual_seed(seed)
+        self.durations = (torch.randn(count, generator=generator) * 4 + 12).clamp(1.0, bounds[-1]).tolist()
+        self.vocab_size, self.seed = vocab_size, seed
+
+    def __len__(self) -> int:
+        return len(self.durations)
+
+    def lengths(self, key: str = "duration") -> list:
+        return list(self.durations)
+
+    def __getitem__(self, index: int) -> dict:
+        generator = torch.Generator().manual_seed(self.seed * 1_000_003 + index)
+        duration = self.durations[index]
+        frames, tokens = int(duration * FRAMES_PER_SECOND), max(1, int(duration * TOKENS_PER_SECOND))
+        return {"features": torch.randn(frames, FEATURE_DIM, generator=generator),
+                "tokens": torch.randint(1, self.vocab_size, (tokens,), generator=generator)}
+
+
+def loader_batches(args, epoch: int):
+    """Batches from speechkit's loader (dynamic batching over the buckets, workers, pinned memory)."""
+    count = int(args.steps + args.warmup + 4) * max(1, int(args.batch_seconds // 12)) * 2
+    loader = make_dataloader(
+        FeatureItems(count, args.bounds, args.vocab_size, seed=epoch), "train", seed=epoch,
+        dynamic_batching={"max_batch_length": args.batch_seconds, "bucket_boundaries": args.bounds},
+        pad_to_multiple=args.pad_multiple, num_workers=args.loader_workers,
+        pin_memory=args.device.startswith("cuda"),
+    )
+    for batch in loader:
+        lengths, target_lengths = batch.features.lengths, batch.tokens.lengths
+        yield Batch(batch.features.data, lengths, batch.tokens.data, target_lengths,
+                    float(lengths.sum()) / FRAMES_PER_SECOND)
+
+
 def one_batch_per_shape(batches: list[Batch]) -> list[Batch]:
     return list({tuple(b.features.shape): b for b in batches}.values())
 
@@ -132,8 +179,10 @@ def run_config(args, d_model: int, dtype_name: str, batches: list[Batch]) -> dic
         # Encoder + head trace as one graph per bucket shape. The CTC loss stays eager: its internal
         # buffers depend on the target lengths, which a static graph cannot hold.
         mode = "reduce-overhead" if args.cuda_graphs else None
+        # speechkit's loader pads to a multiple of frames: more shapes, so let the graph take dynamic ones.
+        dynamic = None if args.loader == "real" else False
         forward = torch.compile(
-            forward, backend=args.compile_backend, dynamic=False, fullgraph=True, mode=mode
+            forward, backend=args.compile_backend, dynamic=dynamic, fullgraph=True, mode=mode
         )
 
     def train_step(batch: Batch) -> None:
@@ -146,20 +195,37 @@ def run_config(args, d_model: int, dtype_name: str, batches: list[Batch]) -> dic
 
     # Warm-up: one step per distinct shape, so every compiled graph exists before timing.
     encoder.train()
-    for batch in one_batch_per_shape(batches):
-        for _ in range(args.warmup):
+    if args.loader == "real":
+        for batch in itertools.islice(loader_batches(args, epoch=1), args.warmup * 2 * len(args.bounds)):
             train_step(batch)
+    else:
+        for batch in one_batch_per_shape(batches):
+            for _ in range(args.warmup):
+                train_step(batch)
     synchronize(device)
     if device_type == "cuda":
         torch.cuda.reset_peak_memory_stats()
     timed = batches[: args.steps]
-    start = time.perf_counter()
-    for batch in timed:
-        train_step(batch)
+    if args.loader == "real":  # the loader's waits are part of the timed steps
+        timed = []
+        start = time.perf_counter()
+        for batch in itertools.islice(loader_batches(args, epoch=2), args.steps):
+            train_step(batch)
+            timed.append(batch)
+    else:
+        start = time.perf_counter()
+        for batch in timed:
+            train_step(batch)
     synchronize(device)
     train_seconds = time.perf_counter() - start
     train_audio = sum(b.audio_seconds for b in timed)
     peak_gib = torch.cuda.max_memory_allocated() / 2**30 if device_type == "cuda" else float("nan")
+    profiled = {}
+    if args.profile:
+        flops = step_flops(train_step, timed[0])
+        source = (itertools.islice(loader_batches(args, epoch=3), args.profile_steps) if args.loader == "real"
+                  else timed[: args.profile_steps])
+        profiled = profile_step(train_step, source, device, flops * 1.0, args.peak_tflops)
 
     encoder.eval()
     with torch.inference_mode():
@@ -186,6 +252,7 @@ def run_config(args, d_model: int, dtype_name: str, batches: list[Batch]) -> dic
         "train_audio_per_s": train_audio / train_seconds,
         "decode_rtf": decode_seconds / train_audio,
         "peak_gib": peak_gib,
+        **profiled,
     }
 
 
@@ -198,14 +265,18 @@ def print_table(args, rows: list[dict]) -> None:
         f"threads {torch.get_num_threads()}, CPU capability {torch.backends.cpu.get_cpu_capability()}, "
         f"compile {args.compile}, cuda graphs {args.cuda_graphs}"
     )
+    source = f"speechkit's loader ({args.loader_workers} workers)" if args.loader == "real" else "memory"
     print(
         f"model: Conformer-CTC, {args.layers} layers, {args.heads} heads, ffn 4 x d_model, kernel "
-        f"{args.kernel_size}, vocab {args.vocab_size}; buckets {args.bounds} s; {args.steps} timed steps"
+        f"{args.kernel_size}, vocab {args.vocab_size}; buckets {args.bounds} s; {args.steps} timed steps; "
+        f"batches from {source}"
     )
     header = (
         f"| {'d_model':>7} | {'params':>7} | {'dtype':>5} | {'batch audio':>11} | {'padding':>7} | "
         f"{'step':>8} | {'train audio s/s':>15} | {'decode RTF':>10} | {'peak GiB':>8} |"
     )
+    if args.profile:
+        header += f" {'kernels/step':>12} | {'TFLOP/s':>8} | {'of bf16 peak':>12} | {'GPU idle':>8} |"
     print(header)
     print("|" + "|".join("-" * (len(cell)) for cell in header.split("|")[1:-1]) + "|")
     for row in rows:
@@ -214,6 +285,8 @@ def print_table(args, rows: list[dict]) -> None:
             f"{row['batch_s']:>9.1f} s | "
             f"{row['padding']:>6.1%} | {row['step_s']:>6.2f} s | {row['train_audio_per_s']:>15.1f} | "
             f"{row['decode_rtf']:>10.4f} | {row['peak_gib']:>8.2f} |"
+            + (f" {row['kernels_per_step']:>12.0f} | {row['tflops']:>8.3f} | {row['peak_fraction']:>12.1%} | "
+               f"{row['idle']:>8.1%} |" if args.profile else "")
         )
 
 
@@ -248,6 +321,14 @@ def parse_args(argv=None) -> argparse.Namespace:
         help="quick CPU setting: 8 s batches, buckets 4/8 s, 2 timed steps, 1 warm-up",
     )
     parser.add_argument("--threads", type=int, default=None, help="CPU threads (torch.set_num_threads)")
+    parser.add_argument("--loader", choices=["memory", "real"], default="memory",
+                        help="batches prepared in memory, or from speechkit's loader (see above)")
+    parser.add_argument("--loader-workers", type=int, default=4, help="with --loader real")
+    parser.add_argument("--pad-multiple", type=int, default=64, help="with --loader real: frames")
+    parser.add_argument("--profile", action="store_true", help="kernels per step, TFLOP/s, GPU idle")
+    parser.add_argument("--profile-steps", type=int, default=3)
+    parser.add_argument("--peak-tflops", type=float, default=None,
+                        help="the GPU's dense bf16 peak (known H100/H200/A100 names need none)")
     args = parser.parse_args(argv)
     # --small changes the defaults only; explicit options still win.
     defaults = SMALL_DEFAULTS if args.small else FULL_DEFAULTS

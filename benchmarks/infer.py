@@ -12,7 +12,7 @@ folder (Fbank, Transformer encoder, CTC head):
    each, ``--shard K --num-shards N``) over the same manifest, from start to merged results.
 
 Usage:
-    python benchmarks/infer.py [--items 240] [--workers 2] [--repeats 3] [--d-model 144]
+    python benchmarks/infer.py [--items 240] [--workers 2] [--repeats 3] [--d-model 144] [--device cuda:0]
 
 Nothing here is asserted in the tests; the numbers depend on the machine and its load.
 """
@@ -102,7 +102,8 @@ def timed(function, *args) -> tuple:
     return time.perf_counter() - wall, time.process_time() - cpu
 
 
-def plain_loop(model_folder: Path, manifest: Path, out: Path, task: str, max_batch_seconds: float) -> None:
+def plain_loop(model_folder: Path, manifest: Path, out: Path, task: str, max_batch_seconds: float,
+               device: str = "cpu") -> None:
     """What one would write by hand: the same batches, no ledger, outputs saved directly."""
     from speechkit.data.manifest import load_manifest
     from speechkit.jobs.runner import batches_by_duration
@@ -110,7 +111,7 @@ def plain_loop(model_folder: Path, manifest: Path, out: Path, task: str, max_bat
     from speechkit.pretrained.interfaces import Pretrained
 
     rows = load_manifest(manifest)
-    model = Pretrained.from_hparams(str(model_folder))
+    model = Pretrained.from_hparams(str(model_folder), run_opts={"device": device})
     adapter = make_task(task)
     durations = {i: row["duration"] for i, row in rows.items()}
     texts = {}
@@ -126,25 +127,28 @@ def plain_loop(model_folder: Path, manifest: Path, out: Path, task: str, max_bat
         (out / "transcripts.txt").write_text("".join(f"{i}\t{texts[i]}\n" for i in sorted(texts)))
 
 
-def job_loop(model_folder: Path, manifest: Path, out: Path, task: str, max_batch_seconds: float) -> None:
+def job_loop(model_folder: Path, manifest: Path, out: Path, task: str, max_batch_seconds: float,
+             device: str = "cpu") -> None:
     from speechkit.jobs import JobConfig, run_job
 
     config = JobConfig(str(model_folder), str(manifest), str(out), task=task, progress=False,
-                       max_batch_seconds=max_batch_seconds, flush_every=100)
+                       max_batch_seconds=max_batch_seconds, flush_every=100, device=device)
     result = run_job(config, environ={})
     assert result.merged is not None
 
 
 def run_workers(workers: int, model_folder: Path, manifest: Path, out: Path,
-                max_batch_seconds: float) -> float:
+                max_batch_seconds: float, device: str = "cpu") -> float:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "TORCHELASTIC_"))
            and k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
-    env.update(OMP_NUM_THREADS="1", CUDA_VISIBLE_DEVICES="",
+    env.update(OMP_NUM_THREADS="1",
                PYTHONPATH=os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p))
+    if device == "cpu":
+        env["CUDA_VISIBLE_DEVICES"] = ""
     started = time.perf_counter()
     command = [sys.executable, "-m", "speechkit", "infer", str(model_folder), str(manifest),
                "--output", str(out), "--num-shards", str(workers), "--no-progress",
-               "--max-batch-seconds", str(max_batch_seconds), "--device", "cpu"]
+               "--max-batch-seconds", str(max_batch_seconds), "--device", device]
     procs = [subprocess.Popen(command + ["--shard", str(k)], env=env, stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True) for k in range(workers)]
     outputs = [proc.communicate()[0] for proc in procs]
@@ -167,6 +171,7 @@ def main(argv=None) -> dict:
     parser.add_argument("--max-batch-seconds", type=float, default=60.0)
     parser.add_argument("--threads", type=int, default=1, help="torch threads of the in-process runs.")
     parser.add_argument("--no-overhead", action="store_true", help="Only the 1-vs-N workers table.")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda:N (the workers share it)")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     scratch = Path(tempfile.mkdtemp(prefix="speechkit-infer-bench-"))
@@ -176,9 +181,10 @@ def main(argv=None) -> dict:
         audio = sum(row["duration"] for row in json.loads(manifest.read_text()).values())
         print(f"{args.items} items, {audio:.0f} s of audio, Transformer d_model {args.d_model} x "
               f"{args.layers} layers, {args.max_batch_seconds:g} padded s a batch, "
-              f"torch threads {args.threads}\n")
+              f"torch threads {args.threads}, device {args.device}\n")
         results = {"overhead": {}, "workers": {}}
-        plain_loop(model, manifest, scratch / "warm-up", "transcribe", args.max_batch_seconds)  # file cache
+        plain_loop(model, manifest, scratch / "warm-up", "transcribe", args.max_batch_seconds,
+                   args.device)  # file cache, and CUDA's start-up
         print("| task | plain loop: wall, CPU | job (ledger + atomic writes + merge): wall, CPU | overhead: "
               "wall, CPU |")
         print("| --- | --- | --- | --- |")
@@ -187,7 +193,8 @@ def main(argv=None) -> dict:
             for repeat in range(args.repeats):
                 for name, function in (("plain", plain_loop), ("job", job_loop)):
                     out = scratch / f"{task}-{name}-{repeat}"
-                    times[name].append(timed(function, model, manifest, out, task, args.max_batch_seconds))
+                    times[name].append(timed(function, model, manifest, out, task, args.max_batch_seconds,
+                                             args.device))
                     shutil.rmtree(out)
             plain = [min(t[k] for t in times["plain"]) for k in (0, 1)]
             job = [min(t[k] for t in times["job"]) for k in (0, 1)]
@@ -201,7 +208,7 @@ def main(argv=None) -> dict:
                 for workers in walls:
                     walls[workers].append(run_workers(workers, model, manifest,
                                                       scratch / f"workers-{workers}-{repeat}",
-                                                      args.max_batch_seconds))
+                                                      args.max_batch_seconds, args.device))
             print("\n| workers | wall | items/s | audio-s/s | speed-up |")
             print("| --- | --- | --- | --- | --- |")
             for workers, elapsed in ((w, min(times)) for w, times in walls.items()):
