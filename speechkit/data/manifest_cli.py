@@ -6,7 +6,12 @@ Example::
         --valid-percent 0.05 --seed 1 --placeholder data_root --group-depth 1 --workers 8
 
 writes ``manifests/train.json`` and ``manifests/valid.json`` (``{id: {wav, duration, sample_rate}}``);
-``--format tsv`` writes fairseq's ``train.tsv``/``valid.tsv`` (the root folder, then ``path<TAB>samples``).
+``--format tsv`` writes fairseq's ``train.tsv``/``valid.tsv`` (the root folder, then ``path<TAB>samples``);
+with ``--labels corpus.json`` also their ``.wrd``/``.ltr`` label files, each row's transcript taken from the
+row of ``corpus.json`` with the same audio file or id (``--label-field``, default ``text``)::
+
+    speechkit manifest data/corpus/train --ext flac --dest manifests --format tsv \\
+        --labels data/corpus/train.json --replacement data_root=data/corpus
 Durations come from the file headers, read by ``--workers`` processes. ``--group-depth 1`` keeps every
 top-level folder (a speaker, in LibriSpeech) on one side of the split.
 """
@@ -16,8 +21,15 @@ import argparse
 import os
 import sys
 
-from speechkit.data.fairseq_manifest import write_fairseq_manifest
-from speechkit.data.manifest import build_manifest, split_manifest, write_csv_manifest, write_json_manifest
+from speechkit.argtypes import name_value
+from speechkit.data.fairseq_manifest import write_fairseq_manifest, write_labels
+from speechkit.data.manifest import (
+    build_manifest,
+    load_manifest,
+    split_manifest,
+    write_csv_manifest,
+    write_json_manifest,
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -39,6 +51,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="manifest format; tsv is fairseq's (first line DIR, then path<TAB>num_samples)")
     parser.add_argument("--skip-unreadable", action="store_true",
                         help="leave out files that cannot be read instead of stopping")
+    parser.add_argument("--labels", default=None, metavar="MANIFEST",
+                        help="with --format tsv: write <name>.wrd and <name>.ltr next to each .tsv from this "
+                             "JSON/CSV manifest's transcripts, matched by audio path or id")
+    parser.add_argument("--label-field", default="text",
+                        help="the --labels manifest's transcript field (default: text)")
+    parser.add_argument("--replacement", action="append", default=[], type=name_value, metavar="NAME=VALUE",
+                        help="replace $NAME in the --labels manifest's paths (e.g. data_root=data/corpus)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -47,6 +66,12 @@ def run(args: argparse.Namespace) -> int:
         print("speechkit manifest: --placeholder does not apply to --format tsv (its first line is the root)",
               file=sys.stderr)
         return 2
+    if args.labels and args.format != "tsv":
+        print("speechkit manifest: --labels writes fairseq .wrd/.ltr files, for --format tsv only",
+              file=sys.stderr)
+        return 2
+    # Read before anything is written: a bad labels manifest leaves no manifest without its labels.
+    labels = load_manifest(args.labels, dict(args.replacement), check_files=False) if args.labels else None
     data = build_manifest(root, args.ext, num_workers=args.workers, placeholder=args.placeholder,
                           skip_unreadable=args.skip_unreadable)
     if not data:
@@ -63,6 +88,9 @@ def run(args: argparse.Namespace) -> int:
         path = os.path.join(args.dest, f"{name}.{args.format}")
         if args.format == "tsv":
             write_fairseq_manifest(root, _fairseq_entries(rows, root), path)
+            if labels is not None:
+                for written in write_labels(labels, path, args.label_field):
+                    print(f"{written}: labels ({args.label_field!r} of {args.labels})")
         else:
             (write_json_manifest if args.format == "json" else write_csv_manifest)(rows, path)
         hours = sum(row["duration"] for row in rows.values()) / 3600
