@@ -26,7 +26,8 @@ def job_status(folder: Union[str, Path], now: Optional[float] = None, stale_afte
     """The job's progress as a dict (see :func:`format_status` for a text form).
 
     Keys: ``task``, ``num_shards``, ``items``, ``done``, ``seconds``, ``seconds_done``, ``items_per_s``,
-    ``audio_s_per_s``, ``eta_s`` (None when no shard is running), ``finished`` and ``running`` (shard
+    ``audio_s_per_s``, ``eta_s`` (0 when every item is done, None when items are left and no shard is
+    running), ``finished`` and ``running`` (shard
     counts), and ``shards``: per shard ``shard``, ``items``, ``done``, ``runs``, ``finished``, ``running``,
     ``last_write`` (unix time or None).
     """
@@ -59,10 +60,15 @@ def job_status(folder: Union[str, Path], now: Optional[float] = None, stale_afte
                        "seconds_done": sum(durations[i] for i in done_ids)})
     seconds = sum(s["seconds"] for s in shards)
     seconds_done = sum(s["seconds_done"] for s in shards)
-    left = seconds - seconds_done
-    eta = (left / audio_rate if audio_rate > 0 else None) if left > 0 else 0.0
+    items, done = sum(s["items"] for s in shards), sum(s["done"] for s in shards)
+    # Whether the job is done is a count: the two sums add the same durations in other orders (plan order,
+    # ledger order) and may differ in the last bit.
+    if done >= items:
+        eta = 0.0
+    else:
+        eta = max(seconds - seconds_done, 0.0) / audio_rate if audio_rate > 0 else None
     return {"folder": str(folder), "task": job["task"], "num_shards": num_shards,
-            "items": sum(s["items"] for s in shards), "done": sum(s["done"] for s in shards),
+            "items": items, "done": done,
             "seconds": seconds, "seconds_done": seconds_done, "items_per_s": items_rate,
             "audio_s_per_s": audio_rate, "eta_s": eta, "finished": sum(s["finished"] for s in shards),
             "running": sum(s["running"] for s in shards), "merged": (folder / "summary.json").exists(),
@@ -72,8 +78,10 @@ def job_status(folder: Union[str, Path], now: Optional[float] = None, stale_afte
 def format_status(status: dict, per_shard: bool = True) -> str:
     """Text for a terminal: the job's totals, then one line per shard."""
     percent = 100.0 * status["done"] / status["items"] if status["items"] else 100.0
-    eta = "done" if status["eta_s"] == 0 else (_duration(status["eta_s"]) if status["eta_s"] is not None
-                                               else "unknown (no shard is running)")
+    if status["done"] >= status["items"]:
+        eta = "done"
+    else:
+        eta = _duration(status["eta_s"]) if status["eta_s"] is not None else "unknown (no shard is running)"
     lines = [
         f"job {status['folder']}: {status['task']}, {status['num_shards']} shards, {status['finished']} "
         f"finished, {status['running']} running" + (", merged" if status["merged"] else ""),

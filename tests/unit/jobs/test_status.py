@@ -30,3 +30,19 @@ def test_a_running_shard_gives_the_rate_and_eta(tmp_path):
     text = format_status(status)
     assert "items 3/8 (37.5%)" in text and "ETA 25 s" in text and "3/4       running (2 runs)" in text
     assert job_status(tmp_path)["running"] == 0  # the lock is released with the process's ledger
+
+
+def test_a_finished_job_is_done_whatever_order_its_durations_are_added_in(tmp_path):
+    # 0.1 + 0.2 + 0.3 (the plan's id order) and 0.3 + 0.2 + 0.1 (the ledger's) differ in the last bit.
+    durations = {"a": 0.1, "b": 0.2, "c": 0.3}
+    assert sum(durations.values()) != sum(reversed(list(durations.values())))
+    spec = {"task": "transcribe", "source": "m", "fingerprint": fingerprint(durations), "num_shards": 1,
+            "task_options": {}}
+    start_or_join(tmp_path, spec, plan_shards(durations, 1), durations, {})
+    with Ledger(ledger_path(tmp_path, 0, 1), flush_every=1) as ledger:
+        ledger.open_run()
+        for item_id in ("c", "b", "a"):
+            ledger.record(item_id, {"text": ""})
+    status = job_status(tmp_path)
+    assert (status["done"], status["items"], status["running"], status["eta_s"]) == (3, 3, 0, 0.0)
+    assert "ETA done" in format_status(status)
