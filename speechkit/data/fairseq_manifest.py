@@ -10,8 +10,9 @@ Fine-tuning adds label files next to the manifest with the same stem, one line p
 order: ``train.wrd`` (the words, ``HELLO WORLD``) and ``train.ltr`` (letters separated by spaces with ``|``
 ending each word, ``H E L L O | W O R L D |``). A label line holds no id, so nothing in the files themselves
 says which row it belongs to: :func:`write_labels` matches every manifest row to its transcript by audio path
-or id, and records the manifest's rows it wrote for in ``train.labels.json``; a load refuses label files whose
-record names other rows or another order than the manifest's (a manifest rewritten or sorted after its labels).
+or id, and records the manifest's rows it wrote for in ``train.labels.json``; a load refuses label files
+whose record names other rows or another order than the manifest's (a manifest rewritten or sorted after its
+labels).
 
 :func:`load_fairseq_manifest` turns such a file into speechkit's ``{id: {field: value}}`` rows, so that
 ``DynamicItemDataset.from_manifest("train.tsv")`` and :func:`speechkit.data.manifest.load_manifest` read a
@@ -165,8 +166,8 @@ def _read_labels(manifest: str, entries: list, labels: Optional[Iterable[str]]) 
         except (OSError, UnicodeDecodeError) as error:
             raise ManifestError(f"cannot read label file {label_path}: {error}") from None
         if len(texts) != len(entries):
-            raise ManifestError(f"{label_path}: {len(texts)} lines for the {len(entries)} rows of {manifest}; "
-                                "a label file has one line per manifest row, in the same order")
+            raise ManifestError(f"{label_path}: {len(texts)} lines for the {len(entries)} rows of "
+                                f"{manifest}; a label file has one line per manifest row, in the same order")
         _check_label_order(manifest, entries, extension, label_path, data)
         found[extension] = [text.strip() for text in texts]
     return found

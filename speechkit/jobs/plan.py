@@ -23,7 +23,7 @@ import math
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Union
+from typing import Any, Optional, Union
 
 from speechkit.errors import JobError
 
@@ -55,12 +55,49 @@ def plan_shards(durations: Mapping[str, float], num_shards: int) -> list:
     return [sorted(shard) for shard in shards]
 
 
-def fingerprint(durations: Mapping[str, float]) -> str:
-    """A digest of the manifest's ids and durations: a rerun on another manifest is refused, not mixed in."""
+def fingerprint(durations: Mapping[str, float], inputs: Optional[Mapping[str, Any]] = None) -> str:
+    """A digest of the manifest's ids, durations and, when given, each item's input file (see
+    :func:`input_identity`): a rerun on another manifest is refused, not mixed in, even one with the same ids
+    and durations that names other audio."""
     digest = hashlib.sha256()
     for item_id in sorted(durations):
-        digest.update(json.dumps([item_id, round(float(durations[item_id]), 6)]).encode())
+        entry = [item_id, round(float(durations[item_id]), 6)]
+        if inputs is not None:
+            entry.append(inputs.get(item_id))
+        digest.update(json.dumps(entry, sort_keys=True).encode())
     return digest.hexdigest()[:32]
+
+
+def input_identity(value: Any) -> Any:
+    """What names an item's input in the fingerprint: its absolute path.
+
+    ``value`` is the manifest's input field: a path, or a segment ``{"file": path, "start": ..., ...}`` (the
+    file made absolute, the other keys kept). The file's content is not part of it, so that a file that
+    failed can be repaired and the job rerun; the runner checks instead that the input of every item done
+    keeps the size it had (:func:`input_size`).
+
+    Example:
+        >>> input_identity("/corpora/x/a.flac")
+        '/corpora/x/a.flac'
+    """
+    if isinstance(value, Mapping) and isinstance(value.get("file"), str):
+        return {**value, "file": input_identity(value["file"])}
+    if not isinstance(value, (str, os.PathLike)):
+        return value
+    return os.path.abspath(os.fspath(value))
+
+
+def input_size(value: Any) -> Optional[int]:
+    """The size in bytes of an item's input file (``value`` as for :func:`input_identity`); None when it
+    names no readable file."""
+    if isinstance(value, Mapping):
+        value = value.get("file")
+    if not isinstance(value, (str, os.PathLike)):
+        return None
+    try:
+        return os.stat(value).st_size
+    except OSError:
+        return None
 
 
 def check_durations(durations: Mapping[str, Any], where: str) -> dict:
@@ -122,11 +159,20 @@ def start_or_join(folder: Union[str, os.PathLike], spec: dict, shards: list, dur
     if write_new_json(folder / JOB_FILE, spec):
         return
     recorded = read_json(folder / JOB_FILE, "job record")
-    differences = [f"{key}: recorded {recorded.get(key)!r}, now {spec.get(key)!r}"
-                   for key in IDENTITY_KEYS if recorded.get(key) != spec.get(key)]
+    differences = [_difference(key, recorded, spec) for key in IDENTITY_KEYS
+                   if recorded.get(key) != spec.get(key)]
     if differences:
         raise JobError(f"{folder / JOB_FILE}: this folder holds another job ({'; '.join(differences)}); "
                        "rerun with the original settings, or choose a new --output folder")
+
+
+def _difference(key: str, recorded: dict, spec: dict) -> str:
+    if key == "fingerprint":
+        text = "the manifest's items (ids, durations or input files) differ"
+        if recorded.get("manifest") and spec.get("manifest"):
+            text += f": recorded from {recorded['manifest']}, now {spec['manifest']}"
+        return text
+    return f"{key}: recorded {recorded.get(key)!r}, now {spec.get(key)!r}"
 
 
 def recorded_num_shards(folder: Union[str, os.PathLike]):

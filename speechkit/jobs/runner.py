@@ -98,10 +98,10 @@ def run_job(config: JobConfig, environ=None) -> ShardResult:
     task = make_task(config.task, config.task_options)
     identity = resolve_shard(config.shard, config.num_shards, environ,
                              job_plan.recorded_num_shards(folder))
-    durations, data, kept = _read_manifest(config, task)
+    durations, data, kept, inputs = _read_manifest(config, task)
     shards = job_plan.plan_shards(durations, identity.num_shards)
-    job_plan.start_or_join(folder, _job_spec(config, task, durations, identity.num_shards), shards, durations,
-                           kept)
+    job_plan.start_or_join(folder, _job_spec(config, task, durations, inputs, identity.num_shards), shards,
+                           durations, kept)
     mine = shards[identity.shard]
     where = f"shard {identity.shard}/{identity.num_shards}"
     ledger = Ledger(ledger_path(folder, identity.shard, identity.num_shards), config.flush_every,
@@ -114,6 +114,7 @@ def run_job(config: JobConfig, environ=None) -> ShardResult:
             broken = [i for i in mine if task.suffix and i in ledger.done
                       and not output_is_intact(folder, ledger.done[i], config.verify)]
             ledger.redo(broken)
+            _check_inputs_unchanged(ledger, mine, data, task, config.manifest)
             already = sum(1 for i in mine if i in ledger.done)
             todo = [i for i in mine if i not in ledger.done]
             logger.info("%s (run %d, %s): %d items, %d done, %d to redo (output missing or damaged), "
@@ -130,7 +131,9 @@ def run_job(config: JobConfig, environ=None) -> ShardResult:
                     preempted = True
                     break
                 for item_id, result in zip(batch, task.run(model, inputs.result())):
-                    ledger.record(item_id, _write_output(task, folder, item_id, result))
+                    record = _write_output(task, folder, item_id, result)
+                    record["input_bytes"] = job_plan.input_size(data[item_id][task.audio_field])
+                    ledger.record(item_id, record)
                 done_now += len(batch)
                 progress.update(len(batch))
             progress.close()  # a signal after the last batch changes nothing: the shard is done
@@ -160,6 +163,22 @@ def _prefetched(batches: list, load):
                 if upcoming is not None:
                     upcoming.cancel()
                 raise
+
+
+def _check_inputs_unchanged(ledger, ids: list, data: dict, task, manifest: str) -> None:
+    """Refuse to go on when the input file of an item already done changed size since: its result is of
+    other audio than the manifest now names (the fingerprint holds the paths, not the content)."""
+    changed = []
+    for item_id in ids:
+        recorded = ledger.done.get(item_id, {}).get("input_bytes")
+        if recorded is not None:
+            now = job_plan.input_size(data[item_id][task.audio_field])
+            if now != recorded:
+                changed.append(f"'{item_id}' ({recorded} bytes when done, now {now})")
+    if changed:
+        raise JobError(f"{manifest}: the input file of {len(changed)} item(s) done changed since: "
+                       f"{', '.join(changed[:5])}{' ...' if len(changed) > 5 else ''}; their results are of "
+                       "other audio: restore the files, or run the job in a new --output folder")
 
 
 def _write_output(task, folder: Path, item_id: str, result) -> dict:
@@ -206,16 +225,17 @@ def batches_by_duration(ids: list, durations: dict, max_seconds: float,
 
 
 def _read_manifest(config: JobConfig, task) -> tuple:
-    """``(durations, rows, kept)``: every item's duration, the manifest's rows, and the fields of each row
-    that the task's merge needs."""
+    """``(durations, rows, kept, inputs)``: every item's duration, the manifest's rows, the fields of each row
+    that the task's merge needs, and what identifies each item's input file (for the fingerprint)."""
     from speechkit.data.manifest import load_manifest
 
     data = load_manifest(config.manifest, replacements=config.replacements)
     if not data:
         raise ManifestError(f"{config.manifest}: the manifest holds no item")
-    durations_raw, kept = {}, {}
+    durations_raw, kept, inputs = {}, {}, {}
     for item_id, row in data.items():
         task.check_row(item_id, row, config.manifest)
+        inputs[item_id] = job_plan.input_identity(row[task.audio_field])
         if "duration" not in row:
             raise ManifestError(f"{config.manifest}: item '{item_id}' has no 'duration' (needed to balance "
                                 "the shards and to batch by duration)")
@@ -223,14 +243,14 @@ def _read_manifest(config: JobConfig, task) -> tuple:
         fields = {name: row[name] for name in task.keep_fields if name in row}
         if fields:
             kept[item_id] = fields
-    return job_plan.check_durations(durations_raw, config.manifest), data, kept
+    return job_plan.check_durations(durations_raw, config.manifest), data, kept, inputs
 
 
-def _job_spec(config: JobConfig, task, durations: dict, num_shards: int) -> dict:
+def _job_spec(config: JobConfig, task, durations: dict, inputs: dict, num_shards: int) -> dict:
     source = str(config.source)
     if os.path.isdir(os.path.expanduser(source)):
         source = str(Path(source).expanduser().resolve())
-    return {"task": task.name, "source": source, "fingerprint": job_plan.fingerprint(durations),
+    return {"task": task.name, "source": source, "fingerprint": job_plan.fingerprint(durations, inputs),
             "num_shards": num_shards, "task_options": task.options, "items": len(durations),
             "seconds": round(sum(durations.values()), 3), "manifest": str(Path(config.manifest).resolve())}
 

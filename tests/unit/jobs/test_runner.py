@@ -134,6 +134,29 @@ def test_a_rerun_with_other_settings_is_refused(job_files, tmp_path):
         run_job(_config(job_files, out, task="translate"), environ={})
 
 
+def test_a_rerun_on_other_audio_with_the_same_ids_and_durations_is_refused(job_files, tmp_path):
+    model, manifest = job_files
+    rows = json.loads(manifest.read_text())
+    shutil.copytree(manifest.parent / "audio", tmp_path / "other")
+    other = {item_id: {**row, "wav": str(tmp_path / "other" / f"{item_id}.flac")}
+             for item_id, row in rows.items()}
+    (tmp_path / "b.json").write_text(json.dumps(other))
+    out = tmp_path / "out"
+    run_job(_config(job_files, out), environ={})
+    with pytest.raises(JobError, match=r"another job \(the manifest's items \(ids, durations or input files\) "
+                                       r"differ: recorded from .*manifest.json, now .*b.json"):
+        run_job(JobConfig(str(model), str(tmp_path / "b.json"), str(out), progress=False), environ={})
+    run_job(_config(job_files, out), environ={})  # the original manifest still joins its job
+    run_job(JobConfig(str(model), str(tmp_path / "b.json"), str(tmp_path / "out-b"), progress=False),
+            environ={})
+    with open(other["utt0005"]["wav"], "ab") as handle:  # the same path, other content: a byte longer
+        handle.write(b"\0")
+    with pytest.raises(JobError, match=r"b.json: the input file of 1 item\(s\) done changed since: 'utt0005' "
+                                       r"\(\d+ bytes when done, now \d+\)"):
+        run_job(JobConfig(str(model), str(tmp_path / "b.json"), str(tmp_path / "out-b"), progress=False),
+                environ={})
+
+
 def test_bad_manifests_are_named(job_files, tmp_path):
     model, manifest = job_files
     rows = json.loads(manifest.read_text())
