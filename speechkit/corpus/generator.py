@@ -6,9 +6,14 @@ random generator. So the output is byte-identical for a seed whatever the number
 
 Layout written under ``output_dir``::
 
-    train.json valid.json test.json      {id: {"wav": "$data_root/train/rms/rms-train-000000.flac",
-                                                "duration": 2.91, "spk": "rms", "text": "THE OLD ..."}}
+    train.json valid.json test.json      {id: {"wav": "$data_root/train/rms-lo/rms-lo-train-000000.flac",
+                                                "duration": 2.91, "spk": "rms", "voice": "rms-lo",
+                                                "text": "THE OLD ..."}}
     corpus.json                          the settings, voices per split, counts and hours (written last)
+
+``spk`` is the speaker, the person behind the voice (:func:`speechkit.corpus.voices.speaker_of`): every warp
+of a voice is one speaker, so tools that keep speakers apart (``speechkit mixtures``, speaker-disjoint
+splits) never take two warps of one person for two people.
     train/<voice>/<id>.flac ...          16 kHz, 16-bit mono FLAC
 
 Example:
@@ -40,6 +45,7 @@ from speechkit.corpus.voices import (
     SAMPLE_RATE,
     VOICES,
     check_engines,
+    speaker_of,
     synthesize_many,
     voice_by_name,
 )
@@ -259,6 +265,7 @@ def build_corpus(config: CorpusConfig, overwrite: bool = False, log=print) -> di
             summary = json.load(handle)
         if summary.get("settings") == config.content_settings():
             log(f"corpus already built in {out}")
+            _add_speakers(out)
             return summary
         raise DataError(f"{out} holds a corpus built with other settings; use another folder or --overwrite")
     foreign = [name for name in os.listdir(out) if name not in _CORPUS_NAMES] if os.path.isdir(out) else []
@@ -292,7 +299,7 @@ def build_corpus(config: CorpusConfig, overwrite: bool = False, log=print) -> di
             if item.split == split:
                 manifest[item.id] = {"wav": f"$data_root/{item.relative_path}",
                                      "duration": round(lengths[item.id] / SAMPLE_RATE, 4),
-                                     "spk": item.voice, "text": item.text}
+                                     "spk": speaker_of(item.voice), "voice": item.voice, "text": item.text}
         _write_json(os.path.join(out, f"{split}.json"), manifest)
         counts[split] = len(manifest)
         hours[split] = round(sum(v["duration"] for v in manifest.values()) / 3600.0, 4)
@@ -304,6 +311,24 @@ def build_corpus(config: CorpusConfig, overwrite: bool = False, log=print) -> di
     log(f"corpus: {sum(counts.values())} utterances ({sum(hours.values()):.2f} h) in {out} "
         f"[train {counts['train']}, valid {counts['valid']}, test {counts['test']}] in {elapsed:.1f} s")
     return summary
+
+
+def _add_speakers(out: str) -> None:
+    """Bring the manifests of a corpus built before they named speakers up to date: ``spk`` held the voice,
+    so a tool keeping speakers apart (``speechkit mixtures``) took two warps of one person for two people."""
+    for split in SPLITS:
+        path = os.path.join(out, f"{split}.json")
+        if not os.path.exists(path):
+            continue
+        with open(path, encoding="utf-8") as handle:
+            manifest = json.load(handle)
+        if all("voice" in row for row in manifest.values()):
+            continue
+        for row in manifest.values():
+            row["voice"] = row.get("voice", row["spk"])
+            row["spk"] = speaker_of(row["voice"])
+        _write_json(path, {utt_id: {key: row[key] for key in ("wav", "duration", "spk", "voice", "text")
+                                    if key in row} for utt_id, row in manifest.items()})
 
 
 #: Every name a build writes at the top of its folder (temporary manifests included).

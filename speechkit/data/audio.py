@@ -87,9 +87,21 @@ def read_array(path: Source, start: Optional[float] = None, stop: Optional[float
                 array *= np.float32(1.0 / 32768.0)
             else:
                 array = handle.read(last - first, dtype="float32", always_2d=True)
+                _check_finite(path, array, first)
+        except AudioError:
+            raise
         except Exception as error:
             raise _audio_error(path, error) from None
     return _select_channels(path, array, channels), rate
+
+
+def _check_finite(path: str, array: np.ndarray, offset: int) -> None:
+    # Only float files can hold NaN or inf (integer PCM cannot); one pass over the samples, far cheaper than
+    # decoding. A NaN would otherwise turn a transcript, a mixture or a loss into garbage without a word.
+    if not np.isfinite(array).all():
+        bad = np.flatnonzero(~np.isfinite(array).all(axis=1))
+        raise AudioError(f"{path}: {bad.size} sample(s) are NaN or infinite (the first at sample "
+                         f"{offset + int(bad[0])}); the recording is damaged and is not used")
 
 
 def read(path: Source, start: Optional[float] = None, stop: Optional[float] = None, *,
@@ -111,7 +123,8 @@ def read(path: Source, start: Optional[float] = None, stop: Optional[float] = No
         Tensor (time,) when one channel remains, else (time, channels).
 
     Raises:
-        AudioError: missing or undecodable file, a segment outside the file, or the wrong sample rate.
+        AudioError: missing or undecodable file, a segment outside the file, NaN or infinite samples (a
+            damaged float file), or the wrong sample rate.
     """
     array, rate = read_array(path, start, stop, unit=unit, channels=channels)
     waveform = torch.from_numpy(array)

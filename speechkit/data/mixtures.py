@@ -25,6 +25,7 @@ Example:
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -82,10 +83,13 @@ def plan_mixtures(rows: Mapping[str, Mapping], num_mixtures: int, num_speakers: 
                   prefix: str = "mix", where: str = "manifest") -> list:
     """Which utterances, speakers and gains each mixture takes; never two utterances of one speaker.
 
-    Raises DataError when a row lacks the speaker field or there are fewer speakers than ``num_speakers``.
+    Raises DataError when a row lacks the speaker field, there are fewer speakers than ``num_speakers``, or
+    ``num_mixtures`` is below 1.
     """
     if num_speakers < 2:
         raise DataError(f"a mixture needs at least 2 speakers, got num_speakers={num_speakers}")
+    if isinstance(num_mixtures, bool) or not isinstance(num_mixtures, int) or num_mixtures < 1:
+        raise DataError(f"num_mixtures must be a whole number >= 1, got {num_mixtures!r}")
     speakers = _speaker_index(rows, speaker_key, where)
     if len(speakers) < num_speakers:
         raise DataError(f"{where}: {num_speakers}-speaker mixtures need {num_speakers} speakers, found "
@@ -130,10 +134,28 @@ def mix_sources(waves: Sequence[torch.Tensor], gains_db: Sequence[float], mode: 
 def _read_source(row: Mapping, utt_id: str, sample_rate: int, wav_key: str) -> torch.Tensor:
     if wav_key not in row:
         raise DataError(f"item {utt_id!r} has no {wav_key!r} field (the audio path)")
-    wave, rate = audio.read_with_rate(row[wav_key])
+    wave, rate = audio.read_with_rate(row[wav_key])  # refuses NaN and inf samples, naming the file
     if wave.dim() == 2:
         wave = wave.mean(dim=1)
-    return audio.resample(wave, rate, sample_rate) if rate != sample_rate else wave
+    wave = audio.resample(wave, rate, sample_rate) if rate != sample_rate else wave
+    if wave.shape[0] == 0:
+        raise DataError(f"item {utt_id!r}: {row[wav_key]} holds no samples at {sample_rate} Hz; a mixture "
+                        "source needs audio (drop the item from the manifest)")
+    return wave
+
+
+def check_settings(num_mixtures: int, num_speakers: int, sample_rate: int, level_range_db: float,
+                   mode: str) -> None:
+    """Raise DataError naming the first setting of a mixture set that makes no sense."""
+    for name, value, least in (("num_mixtures", num_mixtures, 1), ("num_speakers", num_speakers, 2),
+                               ("sample_rate", sample_rate, 1)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            raise DataError(f"{name} must be a whole number >= {least}, got {value!r}")
+    if isinstance(level_range_db, bool) or not isinstance(level_range_db, (int, float)) \
+            or not math.isfinite(level_range_db) or level_range_db < 0:
+        raise DataError(f"level_range_db must be a finite number >= 0, got {level_range_db!r}")
+    if mode not in MODES:
+        raise DataError(f"mixture mode must be one of {MODES}, got {mode!r}")
 
 
 def write_mixtures(manifest: str, output_dir: str, split: str, num_mixtures: int, num_speakers: int = 2,
@@ -142,11 +164,14 @@ def write_mixtures(manifest: str, output_dir: str, split: str, num_mixtures: int
                    wav_key: str = "wav", log=print) -> str:
     """Write ``num_mixtures`` mixtures of ``manifest``'s utterances under ``output_dir/split``.
 
+    Raises DataError for a setting out of range (:func:`check_settings`), a row without the speaker or audio
+    field, a source without samples, or fewer speakers than ``num_speakers``; AudioError for an unreadable
+    source or one with NaN or infinite samples (each naming the item or file).
+
     The manifest (``output_dir/{split}.json``, audio as ``$data_root/...``) is written last, through a
     temporary file, so an interrupted run never leaves a manifest naming missing audio. Returns its path.
     """
-    if mode not in MODES:
-        raise DataError(f"mixture mode must be one of {MODES}, got {mode!r}")
+    check_settings(num_mixtures, num_speakers, sample_rate, level_range_db, mode)
     rows = load_manifest(manifest, replacements)
     plans = plan_mixtures(rows, num_mixtures, num_speakers, level_range_db, seed, speaker_key,
                           prefix=split, where=str(manifest))

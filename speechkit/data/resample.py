@@ -110,6 +110,8 @@ def resample(waveform: torch.Tensor, orig_freq: int, new_freq: int, *, dim: int 
     if orig_freq == new_freq:
         return waveform
     moved = waveform.movedim(dim, -1)
+    if moved.shape[-1] == 0:  # nothing to filter (the convolution cannot take an empty signal)
+        return moved.new_zeros(moved.shape).movedim(-1, dim)
     if backend == "torchaudio":
         resampled = _torchaudio_resample(moved, orig_freq, new_freq, lowpass_filter_width, rolloff, window,
                                          beta)

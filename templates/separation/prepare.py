@@ -73,7 +73,9 @@ def write_speaker_manifest(corpus_manifest: str, path: str) -> None:
     for utt_id, row in rows.items():
         if not isinstance(row, dict) or "spk" not in row:
             raise DataError(f"{corpus_manifest}: item {utt_id!r} has no 'spk' field (the speaker)")
-        row["voice"], row["spk"] = row["spk"], speaker_of(str(row["spk"]))
+        # A corpus built before its manifests named speakers has the voice as spk (and no voice field).
+        row["voice"] = row.get("voice", row["spk"])
+        row["spk"] = speaker_of(str(row["voice"]))
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     with open(path + ".tmp", "w", encoding="utf-8") as handle:
         json.dump(rows, handle, indent=1)

@@ -62,6 +62,11 @@ def test_test_mixtures_never_pair_two_voices_of_one_speaker(tmp_path):
     pairs = [tuple(sources[s.id]["voice"] for s in plan.sources) for plan in plans]
     assert all(speaker_of(a) != speaker_of(b) for a, b in pairs)
     assert {speaker_of(v) for pair in pairs for v in pair} == {"kal", "espeak-m2", "espeak-m7", "espeak-f4"}
+    # A corpus whose manifests already name the speaker keeps its voices.
+    named = {u: {**row, "spk": speaker_of(row["spk"]), "voice": row["spk"]} for u, row in rows.items()}
+    (tmp_path / "new.json").write_text(json.dumps(named))
+    prepare.write_speaker_manifest(str(tmp_path / "new.json"), str(tmp_path / "mix" / "sources-new.json"))
+    assert json.loads((tmp_path / "mix" / "sources-new.json").read_text()) == sources
     (tmp_path / "bad.json").write_text(json.dumps({"u1": {"wav": "x.flac"}}))
     with pytest.raises(DataError, match="bad.json: item 'u1' has no 'spk'"):
         prepare.write_speaker_manifest(str(tmp_path / "bad.json"), str(tmp_path / "out.json"))

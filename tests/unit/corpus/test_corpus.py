@@ -20,6 +20,7 @@ from speechkit.corpus import (
     vocabulary,
 )
 from speechkit.corpus.generator import split_voices
+from speechkit.corpus.voices import speaker_of
 from speechkit.errors import DataError
 from tests.helpers.folders import folder_digest
 
@@ -111,14 +112,16 @@ def test_tiny_build_writes_flac_and_manifests_byte_identically(tmp_path):
                  for split in ("train", "valid", "test")}
     for split, manifest in manifests.items():
         for utt_id, entry in manifest.items():
-            assert set(entry) == {"wav", "duration", "spk", "text"}
-            assert entry["wav"].startswith(f"$data_root/{split}/{entry['spk']}/")
+            assert set(entry) == {"wav", "duration", "spk", "voice", "text"}
+            assert entry["wav"].startswith(f"$data_root/{split}/{entry['voice']}/")
+            assert entry["spk"] == speaker_of(entry["voice"])  # the person, not the warp
             path = entry["wav"].replace("$data_root", str(tmp_path / "one"))
             info = soundfile.info(path)
             assert info.samplerate == 16000 and info.channels == 1 and info.format == "FLAC"
             assert abs(info.frames / 16000 - entry["duration"]) < 1e-3 and entry["duration"] > 0.5
-            assert normalize_text(entry["text"]) == entry["text"] and utt_id.startswith(entry["spk"])
-    assert {e["spk"] for e in manifests["test"].values()} <= {"kal", "kal-lo", "kal-hi"}
+            assert normalize_text(entry["text"]) == entry["text"] and utt_id.startswith(entry["voice"])
+    assert {e["voice"] for e in manifests["test"].values()} <= {"kal", "kal-lo", "kal-hi"}
+    assert {e["spk"] for e in manifests["test"].values()} == {"kal"}
     train_texts = {e["text"] for e in manifests["train"].values()}
     assert not {e["text"] for e in manifests["test"].values()} & train_texts
     # Same seed, another folder, another number of workers: the same bytes.
@@ -153,6 +156,28 @@ def test_existing_corpus_is_reused_and_other_content_refused(tmp_path):
     (folder / "train.json").write_text("{trunc")
     build_corpus(config, log=messages.append)
     assert json.loads((folder / "train.json").read_text()) and (folder / "corpus.json").exists()
+
+
+@needs_engines
+def test_mixtures_of_the_corpus_never_pair_two_warps_of_one_person(tmp_path, capsys):
+    from speechkit.cli import main
+
+    folder = tmp_path / "corpus"
+    voices = ["kal", "kal-lo", "kal-hi", "ked"]  # three warps of one person, and another person
+    config = CorpusConfig(str(folder), num_train=0, num_valid=0, num_test=6, seed=5, num_sentences=20,
+                          voices=voices, test_voices=voices, valid_voices=[], num_workers=1)
+    build_corpus(config, log=lambda message: None)
+    assert main(["mixtures", str(folder / "test.json"), str(tmp_path / "mix"), "--num-mixtures", "12",
+                 "--replace", f"data_root={folder}"]) == 0, capsys.readouterr()
+    rows = json.loads((tmp_path / "mix" / "test.json").read_text())
+    assert len(rows) == 12 and all({row["s1_spk"], row["s2_spk"]} == {"kal", "ked"} for row in rows.values())
+    # A corpus built before the manifests named speakers (spk held the voice) is brought up to date on reuse.
+    manifest = json.loads((folder / "test.json").read_text())
+    (folder / "test.json").write_text(json.dumps({utt_id: {"wav": row["wav"], "duration": row["duration"],
+                                                           "spk": row["voice"], "text": row["text"]}
+                                                  for utt_id, row in manifest.items()}))
+    build_corpus(config, log=lambda message: None)
+    assert json.loads((folder / "test.json").read_text()) == manifest
 
 
 @needs_engines

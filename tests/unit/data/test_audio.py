@@ -162,3 +162,15 @@ def test_fast_numpy_path_and_write_errors(tmp_path):
         audio.write(tmp_path / "d.xyz", torch.zeros(100), RATE)
     audio.write(tmp_path / "new" / "folder" / "e.wav", torch.zeros(10), RATE)
     assert audio.info(tmp_path / "new" / "folder" / "e.wav").frames == 10
+
+
+def test_nan_and_inf_samples_are_refused_naming_the_file(tmp_path):
+    wave = np.zeros((100, 2), np.float32)
+    wave[40, 1], wave[70, 0] = np.nan, -np.inf
+    soundfile.write(tmp_path / "bad.wav", wave, 16000, subtype="FLOAT")
+    with pytest.raises(AudioError, match=r"bad.wav: 2 sample\(s\) are NaN or infinite \(the first at sample "
+                                         r"40\); the recording is damaged"):
+        audio.read(tmp_path / "bad.wav")
+    with pytest.raises(AudioError, match=r"the first at sample 70"):
+        audio.read_with_rate(tmp_path / "bad.wav", start=50)
+    assert audio.read(tmp_path / "bad.wav", stop=40).shape == (40, 2)  # a clean segment reads

@@ -143,8 +143,8 @@ def test_a_rerun_on_other_audio_with_the_same_ids_and_durations_is_refused(job_f
     (tmp_path / "b.json").write_text(json.dumps(other))
     out = tmp_path / "out"
     run_job(_config(job_files, out), environ={})
-    with pytest.raises(JobError, match=r"another job \(the manifest's items \(ids, durations or input files\) "
-                                       r"differ: recorded from .*manifest.json, now .*b.json"):
+    with pytest.raises(JobError, match=r"another job \(the manifest's items \(ids, durations or input "
+                                       r"files\) differ: recorded from .*manifest.json, now .*b.json"):
         run_job(JobConfig(str(model), str(tmp_path / "b.json"), str(out), progress=False), environ={})
     run_job(_config(job_files, out), environ={})  # the original manifest still joins its job
     run_job(JobConfig(str(model), str(tmp_path / "b.json"), str(tmp_path / "out-b"), progress=False),
@@ -189,6 +189,25 @@ def test_an_unreadable_file_stops_the_shard_keeping_what_was_done(job_files, tmp
     soundfile.write(broken, wav, rate)
     result = run_job(config, environ={})
     assert result.done_now <= 3 and result.merged["items"] == 23
+
+
+def test_audio_with_nan_or_inf_is_refused_naming_the_file(job_files, tmp_path, capsys):
+    from speechkit.cli import main as speechkit_main
+
+    model, manifest = job_files
+    rows = json.loads(manifest.read_text())
+    wav, rate = soundfile.read(rows["utt0002"]["wav"], dtype="float32")
+    wav[len(wav) // 2] = float("nan")
+    soundfile.write(tmp_path / "damaged.wav", wav, rate, subtype="FLOAT")
+    rows["utt0002"]["wav"] = str(tmp_path / "damaged.wav")
+    (tmp_path / "m.json").write_text(json.dumps(rows))
+    with pytest.raises(AudioError, match=rf"damaged.wav: 1 sample\(s\) are NaN or infinite \(the first at "
+                                         rf"sample {len(wav) // 2}\)"):
+        run_job(JobConfig(str(model), str(tmp_path / "m.json"), str(tmp_path / "out"), progress=False),
+                environ={})
+    code = speechkit_main(["transcribe", str(model), rows["utt0001"]["wav"], str(tmp_path / "damaged.wav")])
+    assert code == 1
+    assert "damaged.wav: 1 sample(s) are NaN or infinite" in capsys.readouterr().err
 
 
 def test_an_empty_shard_finishes_at_once(job_files, tmp_path):
