@@ -21,7 +21,7 @@ from typing import NamedTuple, Union
 import numpy as np
 import torch
 
-from speechkit.errors import JobError
+from speechkit.errors import AudioError, JobError
 from speechkit.jobs.tasks import Task, pad, register_task
 
 
@@ -44,6 +44,13 @@ class _PerItemTask(Task):
     @property
     def options(self) -> dict:
         return {**super().options, "padded_batches": self.padded_batches}
+
+    def load(self, model, item_id: str, row: dict) -> torch.Tensor:
+        wav = super().load(model, item_id, row)
+        if wav.shape[0] == 0:  # a model's convolutions cannot take an empty input: say which item it is
+            raise AudioError(f"item '{item_id}': {row[self.audio_field]} holds no samples; drop it from the "
+                             f"manifest (the task '{self.name}' needs audio)")
+        return wav
 
     def groups(self, inputs: list) -> list:
         """The inputs run in one call of the model each: one group per item, or the whole batch."""

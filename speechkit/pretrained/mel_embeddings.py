@@ -81,13 +81,22 @@ def write_embeddings(vocoder, rows: dict, output, pairs: Sequence = (), steps: i
         steps: blends per pair at alphas ``linspace(0, 1, steps)`` (so the ends equal the inputs' mels).
 
     Raises:
-        ManifestError: a pair names an id that is not in ``rows``, or a row has no ``audio_field``.
+        ManifestError: a pair names an id that is not in ``rows``, a blend's id (or file name) is already an
+            item's, or a row has no ``audio_field``.
     """
     if steps < 2:
         raise ValueError(f"steps must be >= 2 (the two ends at least), got {steps}")
     missing = sorted({i for pair in pairs for i in pair} - set(rows))
     if missing:
         raise ManifestError(f"--interpolate names id(s) not in the manifest: {', '.join(missing)}")
+    pairs = list(dict.fromkeys(map(tuple, pairs)))  # a pair given twice is blended once
+    taken = {file_stem(item_id): item_id for item_id in rows}
+    for first, second in pairs:  # checked before anything is written: a blend never replaces an item
+        for item_id in (f"{first}~{second}~{k}" for k in range(steps)):
+            if file_stem(item_id) in taken:
+                raise ManifestError(f"the blend id {item_id!r} is already the manifest's item "
+                                    f"{taken[file_stem(item_id)]!r} (or its file name): rename the item, or "
+                                    "blend other ids")
     output = Path(output)
     output.mkdir(parents=True, exist_ok=True)
     seconds_per_frame = vocoder.hop_length / vocoder.sample_rate

@@ -9,7 +9,7 @@ import pytest
 import soundfile
 
 from speechkit.cli import main as speechkit_main
-from speechkit.errors import JobError
+from speechkit.errors import AudioError, JobError
 from speechkit.jobs import JobConfig, merge_job, run_job
 from speechkit.jobs.audio_tasks import parse_layer
 from speechkit.pretrained import SeparationModel, Wav2Vec2Features
@@ -161,3 +161,39 @@ def test_padded_batches_agree_to_rounding_and_are_part_of_the_job(files, tmp_pat
         np.testing.assert_allclose(a, b, atol=5e-5, rtol=1e-4)
     with pytest.raises(JobError, match="padded_batches"):
         run_job(_config(files, model, tmp_path / "padded", task=task), environ={})
+
+
+def test_an_input_without_samples_is_refused_naming_the_item(files, tmp_path, capsys):
+    rows = json.loads(files["manifest"].read_text())
+    soundfile.write(tmp_path / "empty.wav", np.zeros(0, np.float32), 16000)
+    rows["utt0001"]["wav"] = str(tmp_path / "empty.wav")
+    (tmp_path / "m.json").write_text(json.dumps(rows))
+    with pytest.raises(AudioError, match=r"item 'utt0001': .*empty.wav holds no samples; drop it from the "
+                                         r"manifest \(the task 'separate' needs audio\)"):
+        run_job(JobConfig(str(files["separator"]), str(tmp_path / "m.json"), str(tmp_path / "out"),
+                          progress=False, task="separate"), environ={})
+    assert speechkit_main(["separate", str(files["separator"]), str(tmp_path / "empty.wav"),
+                           "--out", str(tmp_path / "sep")]) == 1
+    assert "empty.wav holds no samples: there is nothing to separate" in capsys.readouterr().err
+
+
+def test_separate_command_keeps_files_of_one_name_apart(files, tmp_path, capsys):
+    rows = json.loads(files["manifest"].read_text())
+    inputs = []
+    for folder, item_id in (("d1", "utt0001"), ("d2", "utt0002")):
+        (tmp_path / folder).mkdir()
+        wav, rate = soundfile.read(rows[item_id]["wav"], dtype="float32")
+        soundfile.write(tmp_path / folder / "mix.wav", wav, rate)
+        inputs.append(str(tmp_path / folder / "mix.wav"))
+    out = tmp_path / "sep"
+    assert speechkit_main(["separate", str(files["separator"]), *inputs, "--out", str(out)]) == 0
+    written = sorted(p.relative_to(out).as_posix() for p in out.rglob("*.wav"))
+    assert written == ["d1/mix_s1.wav", "d1/mix_s2.wav", "d2/mix_s1.wav", "d2/mix_s2.wav"]
+    model = SeparationModel.from_hparams(str(files["separator"]))
+    for folder, path in zip(("d1", "d2"), inputs):
+        expected = model.separate_file(path)
+        got, _ = soundfile.read(out / folder / "mix_s1.wav", dtype="float32")
+        assert np.abs(got - expected[0].numpy() * min(1.0, 0.99 / float(expected.abs().max()))).max() < 1e-4
+    capsys.readouterr()
+    assert speechkit_main(["separate", str(files["separator"]), inputs[0], inputs[0], "--out", str(out)]) == 1
+    assert "would both be written as mix_s1.wav" in capsys.readouterr().err

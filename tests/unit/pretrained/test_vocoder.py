@@ -93,3 +93,16 @@ def test_embed_command_writes_mels_blends_and_a_job_manifest(files, tmp_path, ca
     assert json.loads((out / "manifest.json").read_text()) == manifest  # nothing written is lost
     with pytest.raises(ManifestError, match="nope"):
         write_embeddings(vocoder, rows, out, [(ids[0], "nope")])
+
+
+def test_a_blend_never_replaces_an_item_of_the_same_id(files, tmp_path, capsys):
+    rows = json.loads(files["manifest"].read_text())
+    first, second = sorted(rows)[:2]
+    rows[f"{first}~{second}~1"] = dict(rows[first])  # an item whose id is the second blend's
+    manifest = tmp_path / "m.json"
+    manifest.write_text(json.dumps(rows))
+    out = tmp_path / "emb"
+    assert speechkit_main(["embed", str(files["model"]), str(manifest), "--output", str(out),
+                           "--interpolate", first, second, "--steps", "3"]) == 1
+    assert f"the blend id '{first}~{second}~1' is already the manifest's item" in capsys.readouterr().err
+    assert not out.exists()  # refused before anything is written
