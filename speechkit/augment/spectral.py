@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Optional
 
 import torch
 
@@ -130,13 +131,15 @@ class FrequencyDrop(WaveAugmentation):
 class FormantWarp(WaveAugmentation):
     """Vocal tract length perturbation of the waveform: each frame's magnitude spectrum is warped along
     frequency by a factor drawn from ``warp_range`` (> 1: formants up, a shorter tract), with the
-    piecewise-linear warp of :class:`speechkit.features.FrequencyWarp`; the phase is kept. The length is
+    piecewise-linear warp (its knee at ``boundary_hz``, default 0.6 x Nyquist) of
+    :class:`speechkit.features.FrequencyWarp`; the phase is kept. The length is
     unchanged."""
 
-    def __init__(self, warp_range: Sequence[float] = (0.9, 1.1), boundary_hz: float = 4800.0,
+    def __init__(self, warp_range: Sequence[float] = (0.9, 1.1), boundary_hz: Optional[float] = None,
                  n_fft: int = 512, sample_rate: int = 16000):
         super().__init__(sample_rate)
         self.warp_range = check_range(type(self).__name__, "warp_range", warp_range, 0.5, 2.0)
+        boundary_hz = 0.6 * sample_rate / 2 if boundary_hz is None else boundary_hz  # 4.8 kHz at 16 kHz
         if not 0 < float(boundary_hz) < sample_rate / 2:
             raise HparamsError(f"FormantWarp: boundary_hz must lie in (0, {sample_rate / 2:g}), got "
                                f"{boundary_hz!r}")
