@@ -79,6 +79,28 @@ def check_probability(owner: str, name: str, value: float) -> float:
     return number
 
 
+def fast_fft_length(n: int) -> int:
+    """The smallest length >= ``n`` with no prime factor above 5: an FFT of a length with a large prime factor
+    is many times slower.
+
+    Example:
+        >>> fast_fft_length(66047)
+        67500
+    """
+    best = 1 << max(0, (n - 1).bit_length())
+    power5 = 1
+    while power5 < best:
+        power35 = power5
+        while power35 < best:
+            candidate = power35
+            while candidate < n:
+                candidate *= 2
+            best = min(best, candidate)
+            power35 *= 3
+        power5 *= 5
+    return best
+
+
 def pad_items(items: Sequence[torch.Tensor], like: torch.Tensor) -> tuple:
     """``(batch, max_time)`` zero-padded stack of 1-D ``items`` and their ``(batch,)`` lengths."""
     lengths = torch.tensor([item.shape[0] for item in items], dtype=torch.int64, device=like.device)

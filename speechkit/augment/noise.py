@@ -21,7 +21,7 @@ from typing import Optional, Union
 
 import torch
 
-from speechkit.augment.core import WaveAugmentation, check_range, uniform
+from speechkit.augment.core import WaveAugmentation, check_range, fast_fft_length, uniform
 from speechkit.data import audio
 from speechkit.errors import AudioError, HparamsError
 
@@ -71,12 +71,13 @@ def excerpt(source: torch.Tensor, length: int, generator: torch.Generator) -> to
 
 def colored_noise(length: int, color: str, generator: torch.Generator) -> torch.Tensor:
     """Unit-RMS noise of ``length`` samples: white (flat), pink (1/f power) or brown (1/f^2 power)."""
-    white = torch.randn(length, generator=generator)
     exponent = COLORS[color]
+    size = fast_fft_length(length) if exponent and length > 1 else length
+    white = torch.randn(size, generator=generator)
     if exponent and length > 1:
         spectrum = torch.fft.rfft(white)
         freqs = torch.arange(spectrum.shape[0], dtype=torch.float32).clamp(min=1.0)
-        white = torch.fft.irfft(spectrum / freqs**exponent, n=length)
+        white = torch.fft.irfft(spectrum / freqs**exponent, n=size)[:length]
     return white / white.pow(2).mean().sqrt().clamp(min=1e-12)
 
 

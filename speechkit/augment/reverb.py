@@ -28,7 +28,7 @@ from typing import Optional, Union
 import numpy as np
 import torch
 
-from speechkit.augment.core import WaveAugmentation, check_range
+from speechkit.augment.core import WaveAugmentation, check_range, fast_fft_length
 from speechkit.augment.noise import load_bank
 from speechkit.errors import HparamsError
 
@@ -143,7 +143,7 @@ class Reverb(WaveAugmentation):
         if wave.shape[0] == 0:
             return wave
         rir = rir.to(device=wave.device, dtype=wave.dtype)
-        size = wave.shape[0] + rir.shape[0] - 1
+        size = fast_fft_length(wave.shape[0] + rir.shape[0] - 1)
         wet = torch.fft.irfft(torch.fft.rfft(wave, n=size) * torch.fft.rfft(rir, n=size), n=size)
         wet = wet[: wave.shape[0]]
         dry_rms, wet_rms = wave.pow(2).mean().sqrt(), wet.pow(2).mean().sqrt().clamp(min=1e-12)

@@ -18,7 +18,7 @@ from typing import Optional
 
 import torch
 
-from speechkit.augment.core import WaveAugmentation, check_range, uniform
+from speechkit.augment.core import WaveAugmentation, check_range, fast_fft_length, uniform
 from speechkit.errors import HparamsError
 from speechkit.features.frequency_warp import inverse_warp
 
@@ -30,10 +30,11 @@ def filter_by_gain(wave: torch.Tensor, gain: callable) -> torch.Tensor:
     of the sample rate) to (bins,) linear gains."""
     if wave.numel() == 0:
         return wave
-    padded = torch.nn.functional.pad(wave, (_GUARD, _GUARD))
+    size = fast_fft_length(wave.shape[0] + 2 * _GUARD)
+    padded = torch.nn.functional.pad(wave, (_GUARD, size - wave.shape[0] - _GUARD))
     spectrum = torch.fft.rfft(padded)
     freqs = torch.linspace(0.0, 0.5, spectrum.shape[0], device=wave.device, dtype=wave.dtype)
-    out = torch.fft.irfft(spectrum * gain(freqs), n=padded.shape[0])
+    out = torch.fft.irfft(spectrum * gain(freqs), n=size)
     return out[_GUARD:_GUARD + wave.shape[0]]
 
 

@@ -19,16 +19,17 @@ from collections.abc import Sequence
 import torch
 
 from speechkit.augment.core import WaveAugmentation, check_range, uniform
-from speechkit.data.resample import resample
 from speechkit.errors import HparamsError
+from speechkit.features.speed_perturb import speed_perturb
 
 
 def _resample_by(wave: torch.Tensor, factor: float, sample_rate: int) -> torch.Tensor:
-    """Play ``wave`` ``factor`` times faster (shorter by ``factor``), the rate ratio rounded to 1/160 of the
-    sample rate so that the resampler's filter bank stays small."""
-    step = max(1, sample_rate // 160)
-    orig = max(step, int(round(sample_rate * factor / step)) * step)
-    return resample(wave, orig, sample_rate) if orig != sample_rate else wave
+    """Play ``wave`` ``factor`` times faster (shorter by ``factor``), the factor rounded to a multiple of
+    1/160 so that the rates share a large divisor and the resampler's filter bank stays small."""
+    factor = max(1, round(factor * 160)) / 160
+    length = torch.tensor([wave.shape[0]])
+    out, out_length = speed_perturb(wave.unsqueeze(0), length, factor, sample_rate)
+    return out[0, : int(out_length[0])]
 
 
 def time_stretch(wave: torch.Tensor, rate: float, n_fft: int = 512, hop: int = 128) -> torch.Tensor:
