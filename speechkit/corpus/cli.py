@@ -41,6 +41,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--snr-range", type=float, nargs=2, default=defaults.snr_range,
                         metavar=("MIN", "MAX"),
                         help="signal-to-noise ratio range in dB (default: %(default)s)")
+    parser.add_argument("--held-out-engine", choices=["espeak", "festival", "flite"], default=None,
+                        help="train and validate on no voice of this speech engine; its voices speak "
+                             "test_engine.json (the test sentences): a kind of voice never heard")
     parser.add_argument("--num-workers", type=int, default=os.cpu_count() or 1,
                         help="synthesis processes (default: number of cores)")
     parser.add_argument("--overwrite", action="store_true", help="rebuild even if the folder holds a corpus")
@@ -66,6 +69,7 @@ def config_from_args(args: argparse.Namespace) -> CorpusConfig:
         loudness_range=tuple(args.loudness_range),
         noise_prob=args.noise_prob,
         snr_range=tuple(args.snr_range),
+        held_out_engine=args.held_out_engine,
         num_workers=args.num_workers,
     )
 

@@ -9,6 +9,7 @@ Layout written under ``output_dir``::
     train.json valid.json test.json      {id: {"wav": "$data_root/train/rms-lo/rms-lo-train-000000.flac",
                                                 "duration": 2.91, "spk": "rms", "voice": "rms-lo",
                                                 "text": "THE OLD ..."}}
+    test_engine.json                     with ``held_out_engine``: the test utterances of that engine's voices
     corpus.json                          the settings, voices per split, counts and hours (written last)
 
 ``spk`` is the speaker, the person behind the voice (:func:`speechkit.corpus.voices.speaker_of`): every warp
@@ -52,6 +53,15 @@ from speechkit.corpus.voices import (
 from speechkit.errors import DataError
 
 SPLITS = ("train", "valid", "test")
+#: The split of a corpus built with ``held_out_engine``: test utterances spoken by that engine's voices.
+ENGINE_SPLIT = "test_engine"
+ALL_SPLITS = SPLITS + (ENGINE_SPLIT,)
+#: Voices that speak the held-out engine's test split when the corpus' voices include none of that engine.
+HELD_OUT_ENGINE_VOICES = {
+    "espeak": ("espeak-us-m3", "espeak-gb-f2", "espeak-sc-m1", "espeak-ca-f4"),
+    "festival": ("ked", "ked-lo", "ked-hi"),
+    "flite": ("slt", "slt-lo", "slt-hi"),
+}
 
 #: Named sizes: (train, valid, test) utterances.
 SIZES = {
@@ -87,6 +97,9 @@ class CorpusConfig:
     noise_prob: float = 0.0  # share of utterances with added noise
     snr_range: tuple = (5.0, 30.0)
     noise_colors: tuple = ("white", "pink", "brown")
+    #: a speech engine (flite, festival, espeak) none of whose voices is trained on: its voices speak a test
+    #: split of their own (test_engine.json), a kind of voice never heard
+    held_out_engine: Optional[str] = None
     # How the build runs (not part of the content).
     num_workers: int = 2
     chunk_size: int = 12
@@ -96,6 +109,8 @@ class CorpusConfig:
         settings = dataclasses.asdict(self)
         for key in ("output_dir", "num_workers", "chunk_size"):
             settings.pop(key)
+        if settings["held_out_engine"] is None:
+            settings.pop("held_out_engine")  # corpora built before the option keep their settings
         return json.loads(json.dumps(settings))
 
 
@@ -122,11 +137,25 @@ class UtterancePlan:
         return f"{self.split}/{self.voice}/{self.id}.flac"
 
 
+def splits_of(config: CorpusConfig) -> tuple:
+    """The splits a corpus has: train, valid, test, and test_engine with a held-out engine."""
+    return ALL_SPLITS if config.held_out_engine else SPLITS
+
+
 def split_voices(config: CorpusConfig) -> dict:
     """Voices of each split; raises DataError when a voice is unknown or would appear in two splits."""
     names = list(config.voices) if config.voices is not None else [v.name for v in VOICES]
     for name in names + list(config.test_voices) + list(config.valid_voices):
         voice_by_name(name)
+    engine = config.held_out_engine
+    held_out = []
+    if engine is not None:
+        if engine not in HELD_OUT_ENGINE_VOICES:
+            raise DataError(f"held_out_engine must be one of {sorted(HELD_OUT_ENGINE_VOICES)}, got "
+                            f"{engine!r}")
+        held_out = ([n for n in names if voice_by_name(n).engine == engine]
+                    or list(HELD_OUT_ENGINE_VOICES[engine]))
+        names = [n for n in names if voice_by_name(n).engine != engine]
     test = [n for n in names if n in config.test_voices]
     valid = [n for n in names if n in config.valid_voices and n not in test]
     train = [n for n in names if n not in test and n not in valid]
@@ -138,9 +167,13 @@ def split_voices(config: CorpusConfig) -> dict:
     for split, voices, count in (("train", train, config.num_train), ("valid", valid, config.num_valid),
                                  ("test", test, config.num_test)):
         if count and not voices:
-            raise DataError(f"the {split} split asks for {count} utterances but has no voice "
+            without = f" without the held-out engine {engine!r}" if engine else ""
+            raise DataError(f"the {split} split asks for {count} utterances but has no voice{without} "
                             f"(voices: {names}, test voices: {config.test_voices})")
-    return {"train": train, "valid": valid, "test": test}
+    splits = {"train": train, "valid": valid, "test": test}
+    if engine is not None:
+        splits[ENGINE_SPLIT] = held_out
+    return splits
 
 
 def _sentence_pools(config: CorpusConfig, rng: random.Random) -> dict:
@@ -153,8 +186,11 @@ def _sentence_pools(config: CorpusConfig, rng: random.Random) -> dict:
     if count - test_count - valid_count < 1:
         raise DataError(f"num_sentences={count} leaves no sentence for training")
     sentences = make_sentences(count, rng)
-    return {"test": sentences[:test_count], "valid": sentences[test_count:test_count + valid_count],
-            "train": sentences[test_count + valid_count:]}
+    pools = {"test": sentences[:test_count], "valid": sentences[test_count:test_count + valid_count],
+             "train": sentences[test_count + valid_count:]}
+    if config.held_out_engine:  # the held-out engine reads the test sentences: the two test splits compare
+        pools[ENGINE_SPLIT] = pools["test"]
+    return pools
 
 
 def _cycle_shuffled(items: list, count: int, rng: random.Random) -> list:
@@ -172,9 +208,10 @@ def make_plan(config: CorpusConfig) -> list:
     rng = random.Random(config.seed)
     voices = split_voices(config)
     pools = _sentence_pools(config, rng)
-    counts = {"train": config.num_train, "valid": config.num_valid, "test": config.num_test}
+    counts = {"train": config.num_train, "valid": config.num_valid, "test": config.num_test,
+              ENGINE_SPLIT: config.num_test}
     plan = []
-    for split in SPLITS:
+    for split in splits_of(config):
         if not counts[split]:
             continue
         texts = _cycle_shuffled(pools[split], counts[split], rng)
@@ -293,7 +330,7 @@ def build_corpus(config: CorpusConfig, overwrite: bool = False, log=print) -> di
         for task in tasks:
             lengths.update(_run_chunk(task))
     counts, hours = {}, {}
-    for split in SPLITS:
+    for split in splits_of(config):
         manifest = {}
         for item in plan:
             if item.split == split:
@@ -304,19 +341,19 @@ def build_corpus(config: CorpusConfig, overwrite: bool = False, log=print) -> di
         counts[split] = len(manifest)
         hours[split] = round(sum(v["duration"] for v in manifest.values()) / 3600.0, 4)
     summary = {"settings": config.content_settings(), "voices": voices, "utterances": counts, "hours": hours,
-               "sentences": {s: len({p.text for p in plan if p.split == s}) for s in SPLITS},
+               "sentences": {s: len({p.text for p in plan if p.split == s}) for s in splits_of(config)},
                "checksum": _content_checksum(plan)}
     _write_json(summary_path, summary)
     elapsed = time.perf_counter() - start
     log(f"corpus: {sum(counts.values())} utterances ({sum(hours.values()):.2f} h) in {out} "
-        f"[train {counts['train']}, valid {counts['valid']}, test {counts['test']}] in {elapsed:.1f} s")
+        f"[{', '.join(f'{split} {count}' for split, count in counts.items())}] in {elapsed:.1f} s")
     return summary
 
 
 def _add_speakers(out: str) -> None:
     """Bring the manifests of a corpus built before they named speakers up to date: ``spk`` held the voice,
     so a tool keeping speakers apart (``speechkit mixtures``) took two warps of one person for two people."""
-    for split in SPLITS:
+    for split in ALL_SPLITS:
         path = os.path.join(out, f"{split}.json")
         if not os.path.exists(path):
             continue
@@ -332,16 +369,16 @@ def _add_speakers(out: str) -> None:
 
 
 #: Every name a build writes at the top of its folder (temporary manifests included).
-_CORPUS_NAMES = frozenset(("corpus.json", "corpus.json.tmp") + SPLITS
-                          + tuple(f"{split}.json{tmp}" for split in SPLITS for tmp in ("", ".tmp")))
+_CORPUS_NAMES = frozenset(("corpus.json", "corpus.json.tmp") + ALL_SPLITS
+                          + tuple(f"{split}.json{tmp}" for split in ALL_SPLITS for tmp in ("", ".tmp")))
 
 
 def _remove_corpus_files(out: str) -> None:
     """Delete what a build writes (summary first: a half-removed corpus never looks complete)."""
-    for name in sorted(_CORPUS_NAMES - set(SPLITS), key=lambda n: n != "corpus.json"):
+    for name in sorted(_CORPUS_NAMES - set(ALL_SPLITS), key=lambda n: n != "corpus.json"):
         if os.path.exists(os.path.join(out, name)):
             os.remove(os.path.join(out, name))
-    for split in SPLITS:
+    for split in ALL_SPLITS:
         if os.path.isdir(os.path.join(out, split)):
             shutil.rmtree(os.path.join(out, split))
 

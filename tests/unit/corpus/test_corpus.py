@@ -20,7 +20,7 @@ from speechkit.corpus import (
     vocabulary,
 )
 from speechkit.corpus.generator import split_voices
-from speechkit.corpus.voices import speaker_of
+from speechkit.corpus.voices import speaker_of, voice_by_name
 from speechkit.errors import DataError
 from tests.helpers.folders import folder_digest
 
@@ -199,3 +199,43 @@ def test_tools_wrapper_reports_errors_without_a_traceback(tmp_path, capsys):
     module = load_script(os.path.join(os.path.dirname(__file__), "..", "..", "..", "tools", "make_corpus.py"))
     assert module.main([str(tmp_path / "x"), "--voices", "rms,nobody"]) == 1
     assert "unknown corpus voice 'nobody'" in capsys.readouterr().err
+
+
+def test_a_held_out_engine_speaks_only_its_own_test_split():
+    base = {"num_train": 30, "num_valid": 6, "num_test": 6, "seed": 3, "num_sentences": 60}
+    plain = make_plan(CorpusConfig("c", **base))
+    for engine in ("festival", "espeak"):
+        config = CorpusConfig("c", held_out_engine=engine, **base)
+        voices = split_voices(config)
+        plan = make_plan(config)
+        engine_of = {p.voice: voice_by_name(p.voice).engine for p in plan}
+        trained = {engine_of[p.voice] for p in plan if p.split in ("train", "valid")}
+        assert engine not in trained and voices["test"] == ["kal", "kal-lo", "kal-hi"]
+        unheard = [p for p in plan if p.split == "test_engine"]
+        assert len(unheard) == 6 and {engine_of[p.voice] for p in unheard} == {engine}
+        assert {p.text for p in unheard} <= {p.text for p in plan if p.split == "test"}  # same sentences
+        assert not {p.text for p in unheard} & {p.text for p in plan if p.split == "train"}
+    assert "held_out_engine" not in CorpusConfig("c", **base).content_settings()  # older corpora still match
+    assert [p.id for p in plain] == [p.id for p in make_plan(CorpusConfig("c", held_out_engine=None, **base))]
+
+
+def test_a_held_out_engine_that_leaves_a_split_without_voices_is_refused():
+    with pytest.raises(DataError, match="held_out_engine must be one of"):
+        split_voices(CorpusConfig("c", held_out_engine="sapi"))
+    # The default test speaker (kal) is a flite voice: holding flite out leaves test without a voice.
+    with pytest.raises(DataError, match="test split asks .* no voice without the held-out engine 'flite'"):
+        split_voices(CorpusConfig("c", held_out_engine="flite"))
+    assert split_voices(CorpusConfig("c", held_out_engine="flite", test_voices=["ked"], valid_voices=[]))
+
+
+@pytest.mark.skipif(shutil.which("espeak-ng") is None or not ENGINES_PRESENT, reason="needs every engine")
+def test_command_line_writes_the_held_out_engine_manifest(tmp_path, capsys):
+    from speechkit.cli import main
+
+    code = main(["corpus", str(tmp_path / "c"), "--num-train", "2", "--num-valid", "0", "--num-test", "1",
+                 "--voices", "kal,ked", "--test-voices", "kal", "--valid-voices", "", "--num-sentences", "10",
+                 "--held-out-engine", "espeak", "--num-workers", "1"])
+    assert code == 0, capsys.readouterr()
+    unheard = json.loads((tmp_path / "c" / "test_engine.json").read_text())
+    assert len(unheard) == 1 and next(iter(unheard.values()))["voice"].startswith("espeak-")
+    assert json.loads((tmp_path / "c" / "corpus.json").read_text())["utterances"]["test_engine"] == 1
