@@ -29,7 +29,7 @@ import math
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Optional
 
 import numpy as np
 import torch
@@ -219,13 +219,21 @@ class DynamicMixtures(torch.utils.data.Dataset):
         segment_samples: longest training crop; longer mixtures are cut at a random offset per source.
         level_range_db, mode: as for :func:`mix_sources`.
         seed: with the epoch (``set_epoch``, called by the loader) and the index, decides each item.
+        source_augmentation: an augmentation of :mod:`speechkit.augment` (or anything with
+            ``augment(wave, generator)``) applied to each source before mixing, e.g. ``SpeedPerturb`` with a
+            ``speed_range``: the references are the augmented sources, so the task stays exact. Its draws
+            come from the item's seed, epoch, index and source number, like everything else here.
 
     Items: ``{"id", "mix_sig": (time,), "s1_sig": (time,), "s2_sig": ...}``.
     """
 
     def __init__(self, sources: Sequence[tuple], num_mixtures: int, num_speakers: int = 2,
                  segment_samples: Optional[int] = None, level_range_db: float = 5.0, mode: str = "min",
-                 seed: int = 0):
+                 seed: int = 0, source_augmentation: Optional[Any] = None):
+        if source_augmentation is not None and not callable(getattr(source_augmentation, "augment", None)):
+            raise DataError(f"source_augmentation must have an augment(wave, generator) method (a "
+                            f"speechkit.augment augmentation), got {type(source_augmentation).__name__}")
+        self.source_augmentation = source_augmentation
         self.waves = {utt_id: wave for utt_id, _, wave in sources}
         self.speakers = _speaker_index({u: {"spk": s} for u, s, _ in sources}, "spk", "dynamic mixing")
         if len(self.speakers) < num_speakers:
@@ -245,8 +253,11 @@ class DynamicMixtures(torch.utils.data.Dataset):
         rng = np.random.default_rng([self.seed, self.epoch, int(index)])
         plan = _draw(rng, self.speakers, self.num_speakers, self.level_range_db)
         waves = []
-        for source in plan:
+        for number, source in enumerate(plan):
             wave = self.waves[source.id]
+            if self.source_augmentation is not None:
+                generator = torch.Generator().manual_seed(int(rng.integers(2**62)) + number)
+                wave = self.source_augmentation.augment(wave, generator)
             if self.segment_samples and wave.shape[0] > self.segment_samples:
                 start = int(rng.integers(wave.shape[0] - self.segment_samples + 1))
                 wave = wave[start:start + self.segment_samples]

@@ -61,7 +61,8 @@ def datasets(hparams: dict, paths: dict) -> dict:
     sources = load_sources(paths["train"], rate, {"data_root": hparams["data_folder"]})
     out = {"train": DynamicMixtures(sources, hparams["train_mixtures_per_epoch"], speakers,
                                     int(hparams["segment_seconds"] * rate), hparams["level_range_db"],
-                                    seed=hparams["seed"])}
+                                    seed=hparams["seed"],
+                                    source_augmentation=hparams.get("source_augmentation"))}
     keys = ["mix"] + [f"s{k + 1}" for k in range(speakers)]
     for split in ("valid", "test"):
         data = DynamicItemDataset.from_json(paths[split],

@@ -188,3 +188,26 @@ def test_a_source_without_samples_or_with_nan_is_refused_naming_it(tmp_path, cap
     err = capsys.readouterr().err
     assert re.search(message, err), err
     assert not (tmp_path / "out" / "test.json").exists()
+
+
+def test_dynamic_mixing_perturbs_each_source_reproducibly_and_keeps_the_sum(tmp_path):
+    from speechkit.augment import RandomGain, SpeedPerturb
+
+    RATE = 8000
+    sources = load_sources(_corpus(tmp_path), RATE, {"data_root": str(tmp_path)})
+    plain = DynamicMixtures(sources, num_mixtures=4, segment_samples=2000, seed=7)
+    perturbed = DynamicMixtures(sources, num_mixtures=4, segment_samples=2000, seed=7,
+                                source_augmentation=SpeedPerturb(speed_range=(0.9, 1.1), sample_rate=RATE))
+    again = DynamicMixtures(sources, num_mixtures=4, segment_samples=2000, seed=7,
+                            source_augmentation=SpeedPerturb(speed_range=(0.9, 1.1), sample_rate=RATE))
+    for index in range(4):
+        item, same, reference = perturbed[index], again[index], plain[index]
+        assert torch.equal(item["mix_sig"], same["mix_sig"])
+        torch.testing.assert_close(item["mix_sig"], item["s1_sig"] + item["s2_sig"])
+        assert item["mix_sig"].shape != reference["mix_sig"].shape or not torch.equal(item["mix_sig"],
+                                                                                      reference["mix_sig"])
+    unchanged = DynamicMixtures(sources, 4, segment_samples=2000, seed=7)[0]["mix_sig"]
+    assert torch.equal(plain[0]["mix_sig"], unchanged)
+    with pytest.raises(DataError, match="source_augmentation must have an augment"):
+        DynamicMixtures(sources, num_mixtures=4, source_augmentation=lambda wave: wave)
+    assert DynamicMixtures(sources, 2, source_augmentation=RandomGain(sample_rate=RATE))[0]["mix_sig"].numel()
