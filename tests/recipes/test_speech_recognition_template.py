@@ -203,3 +203,27 @@ def test_a_corpus_of_another_size_is_used_with_a_warning(tmp_path, caplog):
     with caplog.at_level("WARNING"):
         prepare.prepare_data(str(tmp_path), corpus_size="medium")
     assert "800/100/150" in caplog.text and "'medium' size (20000/500/800)" in caplog.text
+
+
+def test_waveform_augmentation_trains_from_the_yaml(trained_copy, tiny_corpus):
+    """The train.yaml key takes an Augmenter of speechkit.augment; the run trains with it and its draws are
+    fixed by the seed, the epoch and the ids (two runs give the same weights)."""
+    asr = trained_copy / "ASR"
+    text = (asr / "hparams" / "train.yaml").read_text()
+    augmenter = """!new:speechkit.augment.Augmenter
+    augmentations:
+        - !new:speechkit.augment.SpeedPerturb
+        - !new:speechkit.augment.AddNoise
+            snr_db: [10, 20]
+    probabilities: [1.0, 0.5]"""
+    augmented = text.replace("waveform_augmentation: null", f"waveform_augmentation: {augmenter}")
+    assert augmented != text
+    (asr / "hparams" / "augmented.yaml").write_text(augmented)
+    weights = []
+    for run in ("a", "b"):
+        run_script(asr / "train.py", ["hparams/augmented.yaml", "--data_folder", str(tiny_corpus),
+                                      *TINY_MODEL, "--debug", "--noprogressbar", "--output_folder",
+                                      f"results/augmented-{run}"])
+        best = Checkpointer(asr / "results" / f"augmented-{run}" / "save").find_checkpoint()
+        weights.append(torch.load(best.path / "encoder.ckpt", weights_only=True))
+    assert all(torch.equal(weights[0][k], weights[1][k]) for k in weights[0])

@@ -17,6 +17,7 @@ import sys
 import torch
 
 import speechkit
+from speechkit.augment import item_seeds
 from speechkit.data import DynamicItemDataset, read_audio
 from speechkit.data.trim import trim_splits_once
 from speechkit.decoding import Lexicon, decode
@@ -41,7 +42,12 @@ class ASR(speechkit.Brain):
         model, out = self.hparams.model, {}
         tokens_bos, bos_lengths = batch.tokens_bos
         if stage != Stage.TRAIN or self.trainable_modules & ACOUSTIC_MODULES:
-            feats, lengths = model["compute_features"](*batch.sig)
+            wavs, wav_lengths = batch.sig
+            augmenter = getattr(self.hparams, "waveform_augmentation", None)
+            if stage == Stage.TRAIN and augmenter is not None:
+                seeds = item_seeds(batch.id, self.epoch_counter.current, self.hparams.seed)
+                wavs, wav_lengths = augmenter.to(wavs.device)(wavs, wav_lengths, seeds)
+            feats, lengths = model["compute_features"](wavs, wav_lengths)
             feats, lengths = model["normalize"](feats, lengths)
             if stage == Stage.TRAIN and self.hparams.use_augmentation:
                 feats, lengths = model["augment"](feats, lengths)
