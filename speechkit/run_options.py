@@ -63,18 +63,19 @@ class RunOptions:
         COMPILE_MODES,
     )
     # Optimization
-    grad_accumulation_factor: Union[int, str] = _opt(
-        1,
+    grad_accumulation_factor: Optional[Union[int, str]] = _opt(
+        None,
         "Micro-batches per optimizer step, or 'auto' to derive it from global_batch_size / "
-        "global_batch_seconds and the world size.",
+        "global_batch_seconds and the world size. Default: auto when one of those is set, else 1.",
     )
     global_batch_size: Optional[int] = _opt(
-        None, "Items per optimizer step over all workers (with --grad_accumulation_factor auto)."
+        None, "Items per optimizer step over all workers; the accumulation follows from it "
+        "(grad_accumulation_factor auto)."
     )
     global_batch_seconds: Optional[float] = _opt(
         None,
-        "Seconds of audio per optimizer step over all workers "
-        "(dynamic batching, with --grad_accumulation_factor auto).",
+        "Seconds of audio per optimizer step over all workers (dynamic batching); the accumulation "
+        "follows from it (grad_accumulation_factor auto).",
     )
     max_grad_norm: float = _opt(5.0, "Clip the gradient's global L2 norm to this value; 0 disables clipping.")
     nonfinite_patience: int = _opt(
@@ -183,6 +184,9 @@ class RunOptions:
 
     @property
     def accumulation_is_auto(self) -> bool:
+        """Whether the accumulation follows from a global batch (``auto``, or a global batch given alone)."""
+        if self.grad_accumulation_factor is None:
+            return bool(self.global_batch_size or self.global_batch_seconds)
         return self.grad_accumulation_factor == "auto"
 
 
