@@ -51,7 +51,7 @@ class WriterLock:
         self.why, self.error = why, error
 
     def acquire(self) -> bool:
-        """Take the lock, or raise ``error`` (:class:`CheckpointError`) naming the folder and the run holding it.
+        """Take the lock, or raise ``error`` (CheckpointError) naming the folder and the run holding it.
 
         Returns:
             True when this call took it, False when this object already held it.
