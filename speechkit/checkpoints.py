@@ -49,6 +49,7 @@ import torch
 from speechkit import distributed
 from speechkit.checkpoint_lock import WriterLock
 from speechkit.errors import CheckpointError
+from speechkit.weights_origin import is_untrained, note_origin, note_untrained
 
 logger = logging.getLogger(__name__)
 
@@ -182,7 +183,8 @@ class Checkpointer:
                 else:
                     _torch_save(obj.state_dict(), writing)
             info = {"end_of_epoch": bool(end_of_epoch), "unixtime": time.time(), "epoch": epoch, "step": step,
-                    "files": _file_names(temporary), "classes": classes}
+                    "files": _file_names(temporary), "classes": classes,
+                    "untrained": sorted(n for n, obj in self.recoverables.items() if is_untrained(obj))}
             payload = json.dumps({"meta": json.loads(payload_meta), "info": info}, indent=2)
             writing = temporary / META_FILE
             writing.write_text(payload)
@@ -330,21 +332,15 @@ class Checkpointer:
         found = []
         for path in self.checkpoints_dir.glob(f"{PREFIX}*"):
             try:
-                content = json.loads((path / META_FILE).read_text())
-            except (OSError, ValueError):
-                self._warn_once(path, f"Ignoring %s: it has no readable {META_FILE}")
-                continue
-            info = content.get("info", {})
-            if _missing_files(path, info):
-                self._warn_once(path, "Ignoring the incomplete checkpoint %s: some of its files are gone")
-                continue
-            found.append(Checkpoint(path, content.get("meta", {}), info))
+                found.append(read_checkpoint(path))
+            except CheckpointError as error:  # "<path>: incomplete checkpoint (missing ...)"
+                self._warn_once(path, f"Ignoring {error}")
         return sorted(found, key=lambda c: (c.unixtime, c.path.name))
 
     def _warn_once(self, path: Path, message: str) -> None:
         if path not in self._reported:
             self._reported.add(path)
-            logger.warning(message, path)
+            logger.warning(message)
 
     def find_checkpoint(
         self,
@@ -413,7 +409,84 @@ class Checkpointer:
                 raise CheckpointError(
                     f"{path}: cannot load '{name}': {type(error).__name__}: {error}"
                 ) from error
+            note_loaded(obj, checkpoint, name)
         logger.info("Recovered checkpoint %s", checkpoint.path)
+
+
+def read_checkpoint(path: str | os.PathLike) -> Checkpoint:
+    """One checkpoint folder: a run's ``CKPT+`` folder, or one written by ``speechkit average-checkpoints``.
+
+    Raises:
+        CheckpointError: naming the folder when it has no readable ``meta.json`` or misses files it lists.
+    """
+    path = Path(path)
+    try:
+        content = json.loads((path / META_FILE).read_text())
+    except (OSError, ValueError):
+        raise CheckpointError(f"{path}: not a checkpoint (it has no readable {META_FILE})") from None
+    info = content.get("info", {}) if isinstance(content, dict) else {}
+    missing = _missing_files(path, info)
+    if missing:
+        raise CheckpointError(f"{path}: incomplete checkpoint (missing {', '.join(missing)})")
+    return Checkpoint(path, content.get("meta", {}), info)
+
+
+def select_checkpoint(path: str | os.PathLike, min_key: Optional[str] = None,
+                      max_key: Optional[str] = None) -> Checkpoint:
+    """``path`` itself when it is one checkpoint (it holds ``meta.json``: a ``CKPT+`` folder, an averaged
+    one), else the best checkpoint of the checkpoints folder ``path`` by ``min_key``/``max_key`` (newest
+    without a key).
+
+    Raises:
+        CheckpointError: no such checkpoint (naming the folder and the key), or a key with one checkpoint.
+    """
+    path = Path(path)
+    if (path / META_FILE).is_file():
+        if min_key or max_key:
+            raise CheckpointError(f"{path} is one checkpoint: there is nothing to choose by "
+                                  f"'{min_key or max_key}' (give its parent folder to choose among several)")
+        return read_checkpoint(path)
+    if not path.is_dir():
+        raise CheckpointError(f"{path}: no such checkpoint or checkpoints folder")
+    checkpoint = Checkpointer(path).find_checkpoint(min_key=min_key, max_key=max_key)
+    if checkpoint is None:
+        key = f" with the key '{min_key or max_key}'" if (min_key or max_key) else ""
+        raise CheckpointError(f"{path}: no checkpoint{key}")
+    return checkpoint
+
+
+def load_module_weights(modules: dict, checkpoint: Checkpoint) -> list:
+    """Load ``<name>.ckpt`` of ``checkpoint`` into each module of ``modules`` that has weights (an averaged
+    checkpoint holds only these); returns the loaded names.
+
+    Raises:
+        CheckpointError: naming the checkpoint and the modules it has no file for.
+    """
+    with_weights = {n: m for n, m in modules.items() if isinstance(m, torch.nn.Module) and m.state_dict()}
+    missing = [n for n in with_weights if not (checkpoint.path / f"{n}{SUFFIX}").is_file()]
+    if missing:
+        raise CheckpointError(f"checkpoint {checkpoint.path} holds no weights for "
+                              f"{', '.join(repr(n) for n in missing)} (expected "
+                              f"{', '.join(n + SUFFIX for n in missing)})")
+    for name, module in with_weights.items():
+        path = checkpoint.path / f"{name}{SUFFIX}"
+        try:
+            module.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
+        except Exception as error:
+            raise CheckpointError(f"{path}: cannot load '{name}': {type(error).__name__}: {error}") from error
+        note_loaded(module, checkpoint, name)
+    return list(with_weights)
+
+
+def note_loaded(obj: Any, checkpoint: Checkpoint, name: str) -> None:
+    """Note the origin of a module loaded from ``checkpoint``: its file, or ``untrained`` when the checkpoint
+    lists it so (see :mod:`speechkit.weights_origin`)."""
+    if not isinstance(obj, torch.nn.Module):
+        return
+    if name in (checkpoint.info.get("untrained") or []):
+        note_untrained(obj)
+    else:
+        note_origin(obj, f"loaded from {checkpoint.path / (name + SUFFIX)}")
 
 
 def _load_into(obj: Any, path: Path, end_of_epoch: bool) -> None:

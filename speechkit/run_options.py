@@ -107,6 +107,10 @@ class RunOptions:
     average_checkpoints: int = _opt(
         1, "Evaluate the average of this many best checkpoints (keep at least as many: ckpt_keep)."
     )
+    eval_checkpoint: Optional[str] = _opt(
+        None, "Evaluate this checkpoint folder (a CKPT+ folder, or one written by speechkit "
+        "average-checkpoints) instead of the best one."
+    )
     # Debugging, logging, progress
     debug: bool = _opt(False, "Run a few batches of a few epochs to check that everything runs.")
     debug_batches: int = _opt(2, "Batches per stage with --debug.")
@@ -122,7 +126,9 @@ class RunOptions:
     )
     log_config: Optional[str] = _opt(None, "A YAML logging configuration (logging.config.dictConfig format).")
     seed: Optional[int] = _opt(None, "Random seed; overrides the hparams `seed`.")
-    test_only: bool = _opt(False, "Skip training; only evaluate the best checkpoint on the test set.")
+    test_only: bool = _opt(
+        False, "Skip training; only evaluate the best checkpoint (or --eval_checkpoint) on the test set."
+    )
     # Processes (see docs/distributed.md)
     data_parallel_backend: bool = _opt(
         False, "Use torch.nn.DataParallel over the visible GPUs (one process)."
