@@ -202,7 +202,7 @@ def run(args: argparse.Namespace) -> int:
     averaged = average_checkpoint_files(chosen, args.modules)
     if not averaged:
         raise CheckpointError(f"{chosen[0].path}: no weights file to average")
-    output = write_average(chosen, averaged, args.output, args.min_key or args.max_key)
+    output = write_average(chosen, averaged, args.output, args.min_key or args.max_key).path
     print(f"Averaged {len(chosen)} checkpoints ({', '.join(c.path.name for c in chosen)}) into {output}: "
           f"{', '.join(sorted(averaged))}")
     return 0
