@@ -31,7 +31,8 @@ import torch
 
 from speechkit import distributed
 from speechkit.checkpoint_averaging import load_average
-from speechkit.checkpoints import load_module_weights, read_checkpoint
+from speechkit.checkpoint_selection import load_module_weights
+from speechkit.checkpoints import read_checkpoint
 from speechkit.distributed.signals import PreemptionHandler, any_rank
 from speechkit.engine.accumulation import (
     describe_effective_batch,

@@ -75,7 +75,7 @@ def export_model(checkpoints_dir, hparams_file, output, min_key=None, max_key=No
                  name=None, description: str = "", force: bool = False, verify: bool = True) -> pathlib.Path:
     """Write a model folder from the best checkpoint (or the one checkpoint ``checkpoints_dir`` is); see the
     module docstring. Returns the folder."""
-    from speechkit.checkpoints import select_checkpoint
+    from speechkit.checkpoint_selection import select_checkpoint
     from speechkit.pretrained.pretrainer import declared_files
 
     output, hparams_file = pathlib.Path(output), pathlib.Path(hparams_file)
