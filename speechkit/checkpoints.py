@@ -8,6 +8,11 @@ before deleting it. So a process killed at any point leaves complete ``CKPT+`` f
 is never listed and is removed when a writer next takes the folder; a ``CKPT+`` folder whose files do not
 match its ``meta.json`` is never listed either.
 
+A save that cannot be written (a full disk, a quota, a file size limit) removes its temporary folder and
+raises a :class:`~speechkit.errors.CheckpointError` naming the folder, the file, the cause and the previous
+checkpoint, which stays intact. ``meta.json`` also lists the modules that were frozen and never given weights
+(``info.untrained``, :mod:`speechkit.weights_origin`), so that an export never ships their initial weights.
+
 One process writes a folder at a time (:mod:`speechkit.checkpoint_lock`): the first save, or
 :meth:`Checkpointer.acquire_writer_lock`, takes the lock; a second run is refused with a
 :class:`~speechkit.errors.CheckpointError` naming the run that holds it. Reading needs no lock.
