@@ -31,6 +31,8 @@ import torch
 
 from speechkit import distributed
 from speechkit.checkpoint_averaging import load_average
+from speechkit.checkpoint_selection import load_module_weights
+from speechkit.checkpoints import read_checkpoint
 from speechkit.distributed.signals import PreemptionHandler, any_rank
 from speechkit.engine.accumulation import (
     describe_effective_batch,
@@ -39,14 +41,20 @@ from speechkit.engine.accumulation import (
 )
 from speechkit.engine.device_speed import build_optimizer, is_cuda, loader_options_for
 from speechkit.engine.loaders import batch_items, build_loader, describe_data, move_to
-from speechkit.engine.modules import freeze_modules, gradient_sync, trainable_parameters, training_modules
+from speechkit.engine.modules import (
+    freeze_modules,
+    gradient_sync,
+    note_weight_origins,
+    trainable_parameters,
+    training_modules,
+)
 from speechkit.engine.optimization import OptimizationStep
 from speechkit.engine.precision import Precision
 from speechkit.engine.progress import ProgressBar, StageStats, TrainLog, summary_line
 from speechkit.engine.resume import optimizer_hyperparameters, reconcile_optimizers
 from speechkit.engine.rng import RandomStates
 from speechkit.engine.tensorboard import TensorBoardLog
-from speechkit.errors import EXIT_PREEMPTED, DataError
+from speechkit.errors import EXIT_PREEMPTED, DataError, RunOptionsError
 from speechkit.run_options import RunOptions
 from speechkit.stage import Stage
 
@@ -184,8 +192,11 @@ class Brain:
 
     def on_evaluate_start(self, max_key: Optional[str] = None, min_key: Optional[str] = None) -> None:
         """Load the best checkpoint (by ``min_key``/``max_key``; the newest without a key); with
-        ``--average_checkpoints N``, then the average of the N best checkpoints' module weights."""
-        if self.checkpointer is not None:
+        ``--average_checkpoints N``, then the average of the N best checkpoints' module weights; with
+        ``--eval_checkpoint PATH``, that checkpoint (a run's, or an averaged one's module weights)."""
+        if self.run_opts.eval_checkpoint:
+            self._load_chosen_checkpoint(self.run_opts.eval_checkpoint)
+        elif self.checkpointer is not None:
             found = self.checkpointer.recover_if_possible(min_key=min_key, max_key=max_key)
             if found is None:
                 logger.warning(
@@ -194,6 +205,19 @@ class Brain:
                 )
             elif self.run_opts.average_checkpoints > 1:
                 load_average(self.checkpointer, self.run_opts.average_checkpoints, min_key, max_key)
+
+    def _load_chosen_checkpoint(self, path: str) -> None:
+        if self.run_opts.average_checkpoints > 1:
+            raise RunOptionsError("--eval_checkpoint and --average_checkpoints both choose the weights to "
+                                  "evaluate: give one (an averaged checkpoint is written by speechkit "
+                                  "average-checkpoints)")
+        checkpoint = read_checkpoint(path)
+        if self.checkpointer is not None and "averaged" not in checkpoint.info:
+            self.checkpointer.load_checkpoint(checkpoint)
+        else:  # an averaged checkpoint holds the module weights only
+            owner = self.checkpointer.recoverables if self.checkpointer is not None else self._raw_modules
+            load_module_weights(dict(owner), checkpoint)
+        logger.info("Evaluating the checkpoint %s (--eval_checkpoint)", checkpoint.path)
 
     def on_fit_batch_start(self, batch: Any) -> None:
         """Called before each training batch (on the device already)."""
@@ -271,6 +295,9 @@ class Brain:
         )
         self._set_schedule_length(accumulation)
         self.on_fit_start()
+        untrained = note_weight_origins(self._raw_modules, self.trainable_modules)
+        if untrained:  # checkpoints list them: `speechkit export` refuses to ship their initial weights
+            logger.info("Frozen and never loaded (initial weights): %s", ", ".join(untrained))
         self.optimization = OptimizationStep(
             self.optimizers_dict,
             self.precision,

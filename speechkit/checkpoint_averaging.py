@@ -1,10 +1,15 @@
 """Average the weights of the N best checkpoints: a smoother model than any one of them, as the field's
 toolkits do at test time.
 
-From the command line (writes one averaged ``<module>.ckpt`` per module plus ``averaged.json`` naming the
-sources)::
+From the command line::
 
     speechkit average-checkpoints results/asr/1234/save --num 5 --min-key WER --output results/asr/avg5
+
+The output folder is a checkpoint like those of a run: one averaged ``<module>.ckpt`` per module and a
+``meta.json`` (whose ``info.averaged`` names the sources, their metrics and the key; ``averaged.json`` repeats
+it), written to a temporary folder and renamed when complete. ``speechkit export --checkpoints
+results/asr/avg5`` exports it, and a recipe evaluates it with ``--test_only --eval_checkpoint
+results/asr/avg5``. Asking for more checkpoints than the folder holds is an error.
 
 In a recipe, the run option ``--average_checkpoints 5`` (or the YAML key ``average_checkpoints: 5``) makes
 ``Brain.evaluate`` test the average of the 5 best checkpoints by its key; keep at least that many
@@ -27,13 +32,16 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
+import shutil
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Optional
 
 import torch
 
-from speechkit.checkpoints import SUFFIX, Checkpoint, Checkpointer
+from speechkit.checkpoints import META_FILE, SUFFIX, Checkpoint, Checkpointer
 from speechkit.errors import CheckpointError
 
 logger = logging.getLogger(__name__)
@@ -128,6 +136,40 @@ def load_average(checkpointer: Checkpointer, num: int, min_key: Optional[str] = 
     return chosen
 
 
+def write_average(chosen: Sequence[Checkpoint], averaged: dict, output,
+                  key: Optional[str] = None) -> Checkpoint:
+    """Write ``averaged`` (``{name: state dict}``) as the checkpoint folder ``output`` (replacing an earlier
+    average there) and return it; ``chosen`` are the sources, best first, ``key`` the metric ranking them.
+
+    Raises:
+        CheckpointError: ``output`` exists and is not a checkpoint (nothing of it is touched).
+    """
+    output = Path(output)
+    if output.exists() and any(output.iterdir()) and not (output / META_FILE).is_file():
+        raise CheckpointError(f"{output}: exists and is not a checkpoint folder; give another --output")
+    untrained = set().union(*(c.info.get("untrained") or [] for c in chosen))
+    record = {"checkpoints": [str(c.path) for c in chosen], "meta": [c.meta for c in chosen], "key": key,
+              "modules": sorted(averaged)}
+    temporary = output.with_name(f".{output.name}.tmp-{os.getpid()}")
+    shutil.rmtree(temporary, ignore_errors=True)
+    temporary.mkdir(parents=True)
+    try:
+        for name, state in averaged.items():
+            torch.save(state, temporary / f"{name}{SUFFIX}")
+        files = sorted(p.name for p in temporary.iterdir())
+        info = {"end_of_epoch": True, "unixtime": time.time(), "epoch": chosen[0].info.get("epoch"),
+                "step": chosen[0].info.get("step"), "files": files, "classes": {},
+                "untrained": sorted(untrained & set(averaged)), "averaged": record}
+        (temporary / META_FILE).write_text(json.dumps({"meta": {}, "info": info}, indent=2))
+        (temporary / "averaged.json").write_text(json.dumps(record, indent=2))
+        if output.exists():
+            shutil.rmtree(output)
+        os.replace(temporary, output)
+    finally:
+        shutil.rmtree(temporary, ignore_errors=True)
+    return Checkpoint(output, {}, info)
+
+
 def _load(path: Path) -> dict:
     if not path.is_file():
         raise CheckpointError(f"{path}: not found")
@@ -143,20 +185,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     key = parser.add_mutually_exclusive_group()
     key.add_argument("--min-key", help="best = lowest value of this metric (e.g. WER)")
     key.add_argument("--max-key", help="best = highest value of this metric")
-    parser.add_argument("--output", required=True, help="folder receiving <module>.ckpt and averaged.json")
+    parser.add_argument("--output", required=True, help="the averaged checkpoint's folder (<module>.ckpt, "
+                        "meta.json): give it to `speechkit export --checkpoints` or `--eval_checkpoint`")
     parser.add_argument("--modules", nargs="*", help="only these modules (default: every weight file)")
 
 
 def run(args: argparse.Namespace) -> int:
     chosen = best_checkpoints(args.checkpoints_dir, args.num, args.min_key, args.max_key)
+    if len(chosen) < args.num:
+        key = args.min_key or args.max_key
+        with_key = f" with the key '{key}'" if key else ""
+        raise CheckpointError(
+            f"{args.checkpoints_dir} holds {len(chosen)} checkpoint(s){with_key}"
+            f", not the {args.num} asked for (--num {args.num}): keep more while training (ckpt_keep) or "
+            f"ask for --num {len(chosen)}")
     averaged = average_checkpoint_files(chosen, args.modules)
-    output = Path(args.output)
-    output.mkdir(parents=True, exist_ok=True)
-    for name, state in averaged.items():
-        torch.save(state, output / f"{name}{SUFFIX}")
-    record = {"checkpoints": [str(c.path) for c in chosen], "meta": [c.meta for c in chosen],
-              "modules": sorted(averaged)}
-    (output / "averaged.json").write_text(json.dumps(record, indent=2))
+    if not averaged:
+        raise CheckpointError(f"{chosen[0].path}: no weights file to average")
+    output = write_average(chosen, averaged, args.output, args.min_key or args.max_key).path
     print(f"Averaged {len(chosen)} checkpoints ({', '.join(c.path.name for c in chosen)}) into {output}: "
           f"{', '.join(sorted(averaged))}")
     return 0

@@ -38,14 +38,20 @@ _HELD: dict = {}
 
 
 class WriterLock:
-    """The exclusive right to write into ``folder``; :meth:`acquire` is idempotent per object."""
+    """The exclusive right to write into ``folder``; :meth:`acquire` is idempotent per object.
 
-    def __init__(self, folder: str | os.PathLike):
+    ``why`` ends the refusal's message (why two runs must not share the folder); ``error`` is the exception
+    class raised.
+    """
+
+    def __init__(self, folder: str | os.PathLike, why: str = "two runs writing one checkpoints folder delete "
+                 "each other's checkpoints", error: type = CheckpointError):
         self.folder = Path(folder)
         self.held = False
+        self.why, self.error = why, error
 
     def acquire(self) -> bool:
-        """Take the lock, or raise :class:`CheckpointError` naming the folder and the run holding it.
+        """Take the lock, or raise ``error`` (CheckpointError) naming the folder and the run holding it.
 
         Returns:
             True when this call took it, False when this object already held it.
@@ -60,7 +66,7 @@ class WriterLock:
             try:
                 lock.acquire(timeout=0)
             except filelock.Timeout:
-                raise CheckpointError(self._refusal()) from None
+                raise self.error(self._refusal()) from None
             entry = _HELD[key] = [os.getpid(), lock, 0]
             _write_holder(self.folder / HOLDER_FILE)
         entry[2] += 1
@@ -87,8 +93,8 @@ class WriterLock:
         holder = read_holder(self.folder)
         who = describe_holder(holder) if holder else "another process"
         return (
-            f"{self.folder} is in use by another run ({who}): two runs writing one checkpoints folder delete "
-            "each other's checkpoints. Stop the other run, or give this one another output folder."
+            f"{self.folder} is in use by another run ({who}): {self.why}. Stop the other run, or give this "
+            "one another output folder."
         )
 
 

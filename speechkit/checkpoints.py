@@ -8,6 +8,11 @@ before deleting it. So a process killed at any point leaves complete ``CKPT+`` f
 is never listed and is removed when a writer next takes the folder; a ``CKPT+`` folder whose files do not
 match its ``meta.json`` is never listed either.
 
+A save that cannot be written (a full disk, a quota, a file size limit) removes its temporary folder and
+raises a :class:`~speechkit.errors.CheckpointError` naming the folder, the file, the cause and the previous
+checkpoint, which stays intact. ``meta.json`` also lists the modules that were frozen and never given weights
+(``info.untrained``, :mod:`speechkit.weights_origin`), so that an export never ships their initial weights.
+
 One process writes a folder at a time (:mod:`speechkit.checkpoint_lock`): the first save, or
 :meth:`Checkpointer.acquire_writer_lock`, takes the lock; a second run is refused with a
 :class:`~speechkit.errors.CheckpointError` naming the run that holds it. Reading needs no lock.
@@ -32,6 +37,7 @@ Example:
 
 from __future__ import annotations
 
+import errno
 import inspect
 import json
 import logging
@@ -48,6 +54,7 @@ import torch
 from speechkit import distributed
 from speechkit.checkpoint_lock import WriterLock
 from speechkit.errors import CheckpointError
+from speechkit.weights_origin import is_untrained, note_origin, note_untrained
 
 logger = logging.getLogger(__name__)
 
@@ -163,30 +170,60 @@ class Checkpointer:
     def _write(self, meta: dict, end_of_epoch: bool, name, epoch, step, per_process: dict) -> Checkpoint:
         final = self._new_path(name)
         temporary = self.checkpoints_dir / f"{TEMP_PREFIX}{final.name}"
-        temporary.mkdir()
-        for obj_name, obj in self.recoverables.items():
-            target = temporary / f"{obj_name}{SUFFIX}"
-            if obj_name in per_process:
-                states = per_process[obj_name]
-                torch.save({"world_size": len(states), "states": states}, target)
-            elif callable(getattr(obj, "save_checkpoint", None)):
-                obj.save_checkpoint(target)
-            else:
-                torch.save(obj.state_dict(), target)
         classes = {obj_name: _class_name(obj) for obj_name, obj in self.recoverables.items()}
-        info = {"end_of_epoch": bool(end_of_epoch), "unixtime": time.time(), "epoch": epoch, "step": step,
-                "files": _file_names(temporary), "classes": classes}
         try:
-            payload = json.dumps({"meta": meta, "info": info}, indent=2, default=_json_number)
+            payload_meta = json.dumps(meta, default=_json_number)  # checked before anything is written
         except TypeError as error:
-            shutil.rmtree(temporary, ignore_errors=True)
             raise CheckpointError(f"checkpoint meta must be JSON numbers/strings: {error}") from None
-        (temporary / META_FILE).write_text(payload)
-        _fsync_tree(temporary)
+        writing = temporary
+        try:
+            temporary.mkdir()
+            for obj_name, obj in self.recoverables.items():
+                writing = temporary / f"{obj_name}{SUFFIX}"
+                if obj_name in per_process:
+                    states = per_process[obj_name]
+                    _torch_save({"world_size": len(states), "states": states}, writing)
+                elif callable(getattr(obj, "save_checkpoint", None)):
+                    obj.save_checkpoint(writing)
+                else:
+                    _torch_save(obj.state_dict(), writing)
+            info = {"end_of_epoch": bool(end_of_epoch), "unixtime": time.time(), "epoch": epoch, "step": step,
+                    "files": _file_names(temporary), "classes": classes,
+                    "untrained": sorted(n for n, obj in self.recoverables.items() if is_untrained(obj))}
+            payload = json.dumps({"meta": json.loads(payload_meta), "info": info}, indent=2)
+            writing = temporary / META_FILE
+            writing.write_text(payload)
+            writing = temporary
+            _fsync_tree(temporary)
+        except BaseException as error:
+            # Nothing half-written stays behind (a full disk gets its space back); the checkpoints already in
+            # the folder are untouched.
+            shutil.rmtree(temporary, ignore_errors=True)
+            failure = _write_failure(error)
+            if failure is None:
+                raise
+            raise CheckpointError(self._describe_write_failure(final, writing, failure)) from error
         os.rename(temporary, final)  # atomic on POSIX: the checkpoint appears complete or not at all
         _fsync_dir(self.checkpoints_dir)
         logger.info("Saved checkpoint %s", final)
         return Checkpoint(final, meta, info)
+
+    def _describe_write_failure(self, final: Path, writing: Path, failure: OSError) -> str:
+        """What failed, where, how much room is left, and that the older checkpoints are intact."""
+        what = {errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota is exceeded",
+                errno.EFBIG: "the file is larger than this process may write"}.get(failure.errno, "")
+        reason = f"{what} ({failure.strerror})" if what else (failure.strerror or str(failure))
+        try:
+            free = shutil.disk_usage(self.checkpoints_dir).free
+            room = f"; {_size(free)} free on that file system"
+        except OSError:
+            room = ""
+        previous = self.list_checkpoints()
+        kept = (f"The previous checkpoint {previous[-1].path} is intact" if previous
+                else "No earlier checkpoint exists")
+        return (f"cannot save checkpoint {final.name} in {self.checkpoints_dir}: writing {writing.name} "
+                f"failed: {reason}{room}. The partial checkpoint was removed. {kept}; free some space (or "
+                "choose another save folder) and run the same command again to resume from it.")
 
     def _new_path(self, name: Optional[str]) -> Path:
         stamp = name or time.strftime("%Y-%m-%d+%H-%M-%S")
@@ -300,21 +337,15 @@ class Checkpointer:
         found = []
         for path in self.checkpoints_dir.glob(f"{PREFIX}*"):
             try:
-                content = json.loads((path / META_FILE).read_text())
-            except (OSError, ValueError):
-                self._warn_once(path, f"Ignoring %s: it has no readable {META_FILE}")
-                continue
-            info = content.get("info", {})
-            if _missing_files(path, info):
-                self._warn_once(path, "Ignoring the incomplete checkpoint %s: some of its files are gone")
-                continue
-            found.append(Checkpoint(path, content.get("meta", {}), info))
+                found.append(read_checkpoint(path))
+            except CheckpointError as error:  # "<path>: incomplete checkpoint (missing ...)"
+                self._warn_once(path, f"Ignoring {error}")
         return sorted(found, key=lambda c: (c.unixtime, c.path.name))
 
     def _warn_once(self, path: Path, message: str) -> None:
         if path not in self._reported:
             self._reported.add(path)
-            logger.warning(message, path)
+            logger.warning(message)
 
     def find_checkpoint(
         self,
@@ -383,7 +414,37 @@ class Checkpointer:
                 raise CheckpointError(
                     f"{path}: cannot load '{name}': {type(error).__name__}: {error}"
                 ) from error
+            note_loaded(obj, checkpoint, name)
         logger.info("Recovered checkpoint %s", checkpoint.path)
+
+
+def read_checkpoint(path: str | os.PathLike) -> Checkpoint:
+    """One checkpoint folder: a run's ``CKPT+`` folder, or one written by ``speechkit average-checkpoints``.
+
+    Raises:
+        CheckpointError: naming the folder when it has no readable ``meta.json`` or misses files it lists.
+    """
+    path = Path(path)
+    try:
+        content = json.loads((path / META_FILE).read_text())
+    except (OSError, ValueError):
+        raise CheckpointError(f"{path}: not a checkpoint (it has no readable {META_FILE})") from None
+    info = content.get("info", {}) if isinstance(content, dict) else {}
+    missing = _missing_files(path, info)
+    if missing:
+        raise CheckpointError(f"{path}: incomplete checkpoint (missing {', '.join(missing)})")
+    return Checkpoint(path, content.get("meta", {}), info)
+
+
+def note_loaded(obj: Any, checkpoint: Checkpoint, name: str) -> None:
+    """Note the origin of a module loaded from ``checkpoint``: its file, or ``untrained`` when the checkpoint
+    lists it so (see :mod:`speechkit.weights_origin`)."""
+    if not isinstance(obj, torch.nn.Module):
+        return
+    if name in (checkpoint.info.get("untrained") or []):
+        note_untrained(obj)
+    else:
+        note_origin(obj, f"loaded from {checkpoint.path / (name + SUFFIX)}")
 
 
 def _load_into(obj: Any, path: Path, end_of_epoch: bool) -> None:
@@ -403,6 +464,33 @@ def _load_into(obj: Any, path: Path, end_of_epoch: bool) -> None:
             custom(path)
         return
     obj.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
+
+
+def _torch_save(obj: Any, path: Path) -> None:
+    """``torch.save`` through a file this module opens: a failed write (a full disk) then surfaces as the
+    ``OSError`` it is, chained to torch's ``RuntimeError`` ("unexpected pos ..."), not only the latter."""
+    with open(path, "wb") as handle:
+        torch.save(obj, handle)
+
+
+def _write_failure(error: BaseException) -> Optional[OSError]:
+    """The ``OSError`` (with an errno) behind a failed write, following the exception chain; else ``None``."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        if isinstance(error, OSError) and error.errno is not None:
+            return error
+        error = error.__cause__ or error.__context__
+    return None
+
+
+def _size(count: int) -> str:
+    """``1.5 MB``-style byte counts for messages."""
+    for unit in ("bytes", "kB", "MB", "GB"):
+        if count < 1000 or unit == "GB":
+            return f"{count} {unit}" if unit == "bytes" else f"{count:.1f} {unit}"
+        count /= 1000
+    return f"{count:.1f} TB"
 
 
 def _class_name(obj: Any) -> str:

@@ -38,6 +38,10 @@ class CheckpointError(SpeechkitError):
     """A checkpoint cannot be written, found or loaded."""
 
 
+class ExperimentError(SpeechkitError):
+    """An experiment folder cannot be used: another run is writing into it."""
+
+
 class NonFiniteLossError(SpeechkitError):
     """The loss stayed non-finite for more batches than the patience allows."""
 

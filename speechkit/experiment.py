@@ -7,6 +7,11 @@
 - ``command.txt``: the command line; ``env.json``: Python, torch, speechkit versions, CUDA, the git commit;
 - ``log.txt``: the log of every ``speechkit`` logger (``--log_config`` gives another logging configuration).
 
+Before anything is written the main process locks ``output_folder`` for the rest of its life (the lock of
+:mod:`speechkit.checkpoint_lock`, dropped by the kernel however the process ends): a second run on a folder
+in use stops with an :class:`~speechkit.errors.ExperimentError` naming the run that holds it, and the running
+experiment's record stays true.
+
 Example:
     >>> create_experiment_directory("results/exp", "hparams/train.yaml", {"lr": 0.1})  # doctest: +SKIP
 """
@@ -27,11 +32,15 @@ from pathlib import Path
 from typing import Any, Optional, Union
 
 from speechkit import distributed
-from speechkit.errors import RunOptionsError
+from speechkit.checkpoint_lock import WriterLock
+from speechkit.errors import ExperimentError, RunOptionsError
 
 logger = logging.getLogger(__name__)
 
 LOG_FORMAT = "%(asctime)s - %(name)s - %(levelname)s - %(message)s"
+
+# output folder (resolved) -> the lock this process holds on it, for the rest of the process's life
+_EXPERIMENT_LOCKS: dict = {}
 
 
 def seed_everything(seed: int) -> int:
@@ -61,9 +70,13 @@ def create_experiment_directory(
 
     Runs on the main process only (then every process waits at a barrier); every process gets the logging
     setup (console; ``log.txt`` on the main process).
+
+    Raises:
+        ExperimentError: on every process, when another run holds ``output_folder``; nothing is written.
     """
     output_folder = Path(output_folder)
     dist = distributed
+    lock_experiment(output_folder)
     dist.run_on_main(_write_directory, args=(output_folder, Path(hparams_file), overrides, run_opts))
     main = dist.is_main()
     setup_logging(output_folder / "log.txt" if main else None, getattr(run_opts, "log_config", None), main)
@@ -71,6 +84,31 @@ def create_experiment_directory(
         seed_everything(run_opts.seed)
     logger.info("Experiment directory: %s", output_folder)
     return output_folder
+
+
+def lock_experiment(output_folder: Union[str, os.PathLike]) -> None:
+    """Make this run the only one writing ``output_folder`` until the process ends; every process calls it.
+
+    The main process takes the lock; every process raises the same :class:`ExperimentError` when another run
+    holds it.
+    """
+    from speechkit.distributed.runtime import refuse_unknown_place
+
+    refuse_unknown_place("create_experiment_directory")  # every worker would take itself for the main one
+    problem = None
+    if distributed.is_main():
+        key = os.path.realpath(output_folder)
+        lock = _EXPERIMENT_LOCKS.get(key) or WriterLock(
+            output_folder, why="its hyperparams.yaml, command.txt, env.json and log would no longer describe "
+            "the run that writes its results", error=ExperimentError)
+        try:
+            lock.acquire()
+            _EXPERIMENT_LOCKS[key] = lock
+        except ExperimentError as error:
+            problem = str(error)
+    problem = distributed.broadcast_object(problem)
+    if problem is not None:
+        raise ExperimentError(problem)
 
 
 def _write_directory(output_folder: Path, hparams_file: Path, overrides: Any, run_opts: Any) -> None:

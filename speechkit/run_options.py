@@ -63,18 +63,19 @@ class RunOptions:
         COMPILE_MODES,
     )
     # Optimization
-    grad_accumulation_factor: Union[int, str] = _opt(
-        1,
+    grad_accumulation_factor: Optional[Union[int, str]] = _opt(
+        None,
         "Micro-batches per optimizer step, or 'auto' to derive it from global_batch_size / "
-        "global_batch_seconds and the world size.",
+        "global_batch_seconds and the world size. Default: auto when one of those is set, else 1.",
     )
     global_batch_size: Optional[int] = _opt(
-        None, "Items per optimizer step over all workers (with --grad_accumulation_factor auto)."
+        None, "Items per optimizer step over all workers; the accumulation follows from it "
+        "(grad_accumulation_factor auto)."
     )
     global_batch_seconds: Optional[float] = _opt(
         None,
-        "Seconds of audio per optimizer step over all workers "
-        "(dynamic batching, with --grad_accumulation_factor auto).",
+        "Seconds of audio per optimizer step over all workers (dynamic batching); the accumulation "
+        "follows from it (grad_accumulation_factor auto).",
     )
     max_grad_norm: float = _opt(5.0, "Clip the gradient's global L2 norm to this value; 0 disables clipping.")
     nonfinite_patience: int = _opt(
@@ -106,6 +107,10 @@ class RunOptions:
     average_checkpoints: int = _opt(
         1, "Evaluate the average of this many best checkpoints (keep at least as many: ckpt_keep)."
     )
+    eval_checkpoint: Optional[str] = _opt(
+        None, "Evaluate this checkpoint folder (a CKPT+ folder, or one written by speechkit "
+        "average-checkpoints) instead of the best one."
+    )
     # Debugging, logging, progress
     debug: bool = _opt(False, "Run a few batches of a few epochs to check that everything runs.")
     debug_batches: int = _opt(2, "Batches per stage with --debug.")
@@ -121,7 +126,9 @@ class RunOptions:
     )
     log_config: Optional[str] = _opt(None, "A YAML logging configuration (logging.config.dictConfig format).")
     seed: Optional[int] = _opt(None, "Random seed; overrides the hparams `seed`.")
-    test_only: bool = _opt(False, "Skip training; only evaluate the best checkpoint on the test set.")
+    test_only: bool = _opt(
+        False, "Skip training; only evaluate the best checkpoint (or --eval_checkpoint) on the test set."
+    )
     # Processes (see docs/distributed.md)
     data_parallel_backend: bool = _opt(
         False, "Use torch.nn.DataParallel over the visible GPUs (one process)."
@@ -183,6 +190,9 @@ class RunOptions:
 
     @property
     def accumulation_is_auto(self) -> bool:
+        """Whether the accumulation follows from a global batch (``auto``, or a global batch given alone)."""
+        if self.grad_accumulation_factor is None:
+            return bool(self.global_batch_size or self.global_batch_seconds)
         return self.grad_accumulation_factor == "auto"
 
 

@@ -76,6 +76,16 @@ class Scheduler:
         self.steps = int(state["steps"])
 
 
+def _warn_fixed_length(schedule: Scheduler, run_steps: int) -> None:
+    """Say that a ``total_steps`` written in the YAML does not fit the run (another world size, batch size,
+    accumulation or number of epochs than it was computed for), and what the last update's rate will be."""
+    last = schedule.lr_for(max(0, run_steps - 1))
+    logger.warning(
+        "%s was given total_steps %d but this run makes %d optimizer steps: its last update uses lr %.4g "
+        "(%.0f%% of lr_peak). Leave total_steps out of the YAML to fit the schedule to the run.",
+        type(schedule).__name__, schedule.total_steps, run_steps, last, 100.0 * last / schedule.lr_peak)
+
+
 class NoamScheduler(Scheduler):
     """Linear warmup then inverse square root decay (the Transformer schedule); peaks at ``lr_initial``.
 
@@ -125,6 +135,8 @@ class WarmupCosineScheduler(Scheduler):
         warmup to a quarter of the run, so that the peak is reached at all.
         """
         if not self.length_from_run:
+            if self.total_steps not in (int(total_steps), int(total_steps) + 1):
+                _warn_fixed_length(self, int(total_steps))
             return
         self.total_steps = int(total_steps) + 1
         self.warmup_steps = min(self.requested_warmup_steps, max(1, self.total_steps // 4))
@@ -185,6 +197,8 @@ class TriStageScheduler(Scheduler):
         given)."""
         if self.length_from_run:
             self._split(max(1, int(total_steps)))
+        elif self.total_steps != int(total_steps):
+            _warn_fixed_length(self, int(total_steps))
 
     def lr_for(self, steps: int) -> float:
         if self.total_steps is None:

@@ -61,6 +61,7 @@ def main(argv):
         {"model": hparams["model"]}, hparams["opt_class"], hparams, run.run_opts, hparams["checkpointer"]
     )
     fit_and_evaluate(brain, hparams, data, min_key="loss")
+    return brain
 
 
 if __name__ == "__main__":

@@ -1,8 +1,13 @@
 """Gradient accumulation: a fixed factor, or one derived from a target global batch and the world size.
 
+A global batch given without a factor derives it (as ``auto`` does); a global batch given with a fixed factor
+is refused, since the two would disagree as soon as the world size changes.
+
 Example:
     >>> resolve_accumulation("auto", world_size=2, loader_kwargs={"batch_size": 8}, global_batch_size=64)
     4
+    >>> resolve_accumulation(None, world_size=4, loader_kwargs={"batch_size": 8}, global_batch_size=64)
+    2
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ from speechkit.errors import RunOptionsError
 
 
 def resolve_accumulation(
-    factor: Union[int, str],
+    factor: Union[int, str, None],
     world_size: int,
     loader_kwargs: Optional[dict],
     global_batch_size: Optional[int] = None,
@@ -21,9 +26,20 @@ def resolve_accumulation(
 ) -> int:
     """The number of micro-batches per optimizer step.
 
-    With ``factor="auto"`` the target global batch (items or seconds of audio) must be a whole multiple of
-    what one step of all processes holds (``world_size x`` the per-process batch), else RunOptionsError.
+    With ``factor="auto"``, or ``None`` (unset) and a target global batch, the target (items or seconds of
+    audio) must be a whole multiple of what one step of all processes holds (``world_size x`` the
+    per-process batch), else RunOptionsError. ``None`` without a target is 1. A fixed factor together with a
+    target global batch is a RunOptionsError.
     """
+    target = _global_target(global_batch_size, global_batch_seconds)
+    if factor is None:
+        factor = "auto" if target else 1
+    if factor != "auto" and target:
+        raise RunOptionsError(
+            f"grad_accumulation_factor {factor} and {target} both set the accumulation: give the global "
+            "batch alone (or with --grad_accumulation_factor auto) to derive the factor from the world size, "
+            "or the factor alone"
+        )
     if factor != "auto":
         factor = int(factor)
         if factor < 1:
@@ -60,6 +76,15 @@ def resolve_accumulation(
             )
         return int(round(ratio))
     raise RunOptionsError("grad_accumulation_factor auto needs global_batch_size or global_batch_seconds")
+
+
+def _global_target(global_batch_size, global_batch_seconds) -> str:
+    """``"global_batch_size 32"``, ``"global_batch_seconds 600"`` or ``""`` when neither is set."""
+    if global_batch_size:
+        return f"global_batch_size {global_batch_size}"
+    if global_batch_seconds:
+        return f"global_batch_seconds {global_batch_seconds:g}"
+    return ""
 
 
 def describe_effective_batch(world_size: int, loader_kwargs: Optional[dict], accumulation: int) -> str:

@@ -16,6 +16,7 @@ import torch
 
 from speechkit.engine.device_speed import compile_options
 from speechkit.errors import HparamsError
+from speechkit.weights_origin import has_weights, note_origin, note_untrained, weights_origin
 
 
 def training_modules(
@@ -77,3 +78,22 @@ def trainable_parameters(modules: torch.nn.ModuleDict, trainable: frozenset) -> 
     """The parameters the optimizer updates: those of the trainable modules (sorted by name) that need a
     gradient."""
     return [p for name in sorted(trainable) for p in modules[name].parameters() if p.requires_grad]
+
+
+def note_weight_origins(modules: torch.nn.ModuleDict, trainable: frozenset) -> list:
+    """Note ``trained`` on the modules that learn, ``untrained`` on frozen modules whose weights come from
+    nowhere (neither loaded nor recovered); returns the latter's names (see :mod:`speechkit.weights_origin`).
+
+    Example:
+        >>> modules = torch.nn.ModuleDict({"a": torch.nn.Linear(1, 1), "b": torch.nn.Linear(1, 1)})
+        >>> note_weight_origins(modules, frozenset({"a"}))
+        ['b']
+    """
+    untrained = []
+    for name, module in modules.items():
+        if name in trainable:
+            note_origin(module, "trained")
+        elif has_weights(module) and weights_origin(module) is None:
+            note_untrained(module)
+            untrained.append(name)
+    return untrained

@@ -14,6 +14,16 @@ under which key prefix (default: ``NAME.ckpt``, no prefix). Weights are written 
 torch.save following the declared file's suffix. The folder gets a model card ``README.md`` (metrics from the
 checkpoint, files with sha256) and is written to a temporary folder renamed when complete. Finally the model
 is loaded back from the folder (strictly) to prove that it is usable.
+
+``--checkpoints`` is a checkpoints folder (the best checkpoint by ``--min-key``/``--max-key`` is taken, else
+the newest) or one checkpoint folder: a run's ``CKPT+...``, or one written by ``speechkit
+average-checkpoints``.
+
+Only weights that something produced are exported: a checkpoint lists the modules that were frozen in
+training and never loaded (``info.untrained``, see :mod:`speechkit.weights_origin`), and taking a loadable
+from one of them is an error unless the inference YAML says that is meant::
+
+    untrained_loadables: [lm]   # top-level key: these loadables may hold their initial weights
 """
 from __future__ import annotations
 
@@ -34,7 +44,9 @@ logger = logging.getLogger(__name__)
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--checkpoints", required=True,
-                        help="The recipe's checkpoints folder (CKPT+* inside).")
+                        help="The recipe's checkpoints folder (CKPT+* inside; the best by --min-key/"
+                        "--max-key is exported), or one checkpoint folder (a CKPT+ folder, or one written by "
+                        "speechkit average-checkpoints).")
     parser.add_argument("--hparams", required=True, help="The inference YAML that becomes hyperparams.yaml.")
     parser.add_argument("--output", required=True, help="The model folder to write.")
     group = parser.add_mutually_exclusive_group()
@@ -61,18 +73,16 @@ def run(args: argparse.Namespace) -> int:
 
 def export_model(checkpoints_dir, hparams_file, output, min_key=None, max_key=None, mapping=None, files=None,
                  name=None, description: str = "", force: bool = False, verify: bool = True) -> pathlib.Path:
-    """Write a model folder from the best checkpoint; see the module docstring. Returns the folder."""
-    from speechkit.checkpoints import Checkpointer
+    """Write a model folder from the best checkpoint (or the one checkpoint ``checkpoints_dir`` is); see the
+    module docstring. Returns the folder."""
+    from speechkit.checkpoint_selection import select_checkpoint
     from speechkit.pretrained.pretrainer import declared_files
 
     output, hparams_file = pathlib.Path(output), pathlib.Path(hparams_file)
     mapping, files = dict(mapping or {}), dict(files or {})
     if output.exists() and not force:
         raise SpeechkitError(f"{output}: already exists (pass --force to replace it)")
-    checkpoint = Checkpointer(checkpoints_dir).find_checkpoint(min_key=min_key, max_key=max_key)
-    if checkpoint is None:
-        key = f" with the key '{min_key or max_key}'" if (min_key or max_key) else ""
-        raise CheckpointError(f"{checkpoints_dir}: no checkpoint{key}")
+    checkpoint = select_checkpoint(checkpoints_dir, min_key=min_key, max_key=max_key)
     text = hparams_file.read_text()
     declared = declared_files(text, str(hparams_file))
     if not declared:
@@ -82,6 +92,7 @@ def export_model(checkpoints_dir, hparams_file, output, min_key=None, max_key=No
     if unknown:
         raise SpeechkitError(f"--map/--file name {sorted(unknown)}, which {hparams_file}'s pretrainer does "
                              f"not load (it loads {sorted(declared)})")
+    _refuse_untrained(declared, mapping, files, checkpoint, text, hparams_file)
     tmp = output.with_name(f".{output.name}.tmp-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
@@ -93,8 +104,9 @@ def export_model(checkpoints_dir, hparams_file, output, min_key=None, max_key=No
                 continue
             written[spec] = _write_file(loadable, spec, checkpoint.path, mapping, files, tmp)
         (tmp / "hyperparams.yaml").write_text(text)
+        given = (pathlib.Path(checkpoints_dir) / "meta.json").is_file()  # one checkpoint, not a folder
         (tmp / "README.md").write_text(_model_card(name or output.name, description, checkpoint, written,
-                                                   hparams_file, min_key or max_key, _usage(text)))
+                                                   hparams_file, min_key or max_key, _usage(text), given))
         if verify:
             _verify(tmp)
             _warn_if_remote_copies_need_trust(text, hparams_file)
@@ -104,6 +116,49 @@ def export_model(checkpoints_dir, hparams_file, output, min_key=None, max_key=No
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return output
+
+
+def _refuse_untrained(declared: dict, mapping: dict, files: dict, checkpoint, text: str,
+                      hparams_file) -> None:
+    """Raise when a loadable would take the initial weights of a module the checkpoint lists as untrained,
+    unless the YAML's ``untrained_loadables`` names it."""
+    untrained = set(checkpoint.info.get("untrained") or [])
+    allowed = set(untrained_loadables(text, str(hparams_file)))
+    for loadable, spec in declared.items():
+        if loadable in files or loadable in allowed or not isinstance(spec, str) or "/" in spec:
+            continue
+        source = mapping.get(loadable, loadable).partition(":")[0]
+        if source in untrained:
+            raise CheckpointError(
+                f"{checkpoint.path}: '{source}' was frozen and never trained or loaded in the run that wrote "
+                f"this checkpoint (it holds its initial, random weights), yet {hparams_file} exports it as "
+                f"loadable '{loadable}'. Export with an inference YAML that does not use it (an ASR model "
+                "trained with --lm_weight 0: hparams/inference_no_lm.yaml), train or load it, or, if initial "
+                f"weights are meant, say so in the YAML: untrained_loadables: [{loadable}]")
+
+
+def untrained_loadables(yaml_text: str, where: str = "hyperparams.yaml") -> list:
+    """The top-level ``untrained_loadables`` list of an inference YAML, read without building anything.
+
+    Example:
+        >>> untrained_loadables("untrained_loadables: [lm]\\nlm: !new:torch.nn.Identity\\n")
+        ['lm']
+    """
+    import yaml
+
+    try:
+        root = yaml.compose(yaml_text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError as error:
+        raise SpeechkitError(f"{where}: not valid YAML ({error})") from None
+    for key, value in root.value if isinstance(root, yaml.MappingNode) else []:
+        if key.value == "untrained_loadables":
+            if not isinstance(value, yaml.SequenceNode) or not all(
+                    isinstance(item, yaml.ScalarNode) for item in value.value):
+                line = value.start_mark.line + 1
+                raise SpeechkitError(f"{where}, line {line}: untrained_loadables must be a list of loadable "
+                                     "names")
+            return [item.value for item in value.value]
+    return []
 
 
 def _write_file(loadable: str, filename: str, ckpt_path: pathlib.Path, mapping: dict, files: dict,
@@ -180,11 +235,19 @@ def _usage(yaml_text: str) -> str:
             'or `speechkit transcribe <source> speech.flac`.')
 
 
-def _model_card(name, description, checkpoint, written: dict, hparams_file, key, usage: str = "") -> str:
+def _model_card(name, description, checkpoint, written: dict, hparams_file, key, usage: str = "",
+                given: bool = False) -> str:
     metrics = "\n".join(f"| {k} | {v} |" for k, v in sorted(checkpoint.meta.items())) or "| (none) | |"
     file_rows = "\n".join(f"| {f} | {p.stat().st_size} | `{_sha256(p)}` |"
                           for f, p in sorted(written.items()))
-    chosen = f"best by `{key}`" if key else "newest"
+    averaged = checkpoint.info.get("averaged")
+    if averaged:
+        sources = ", ".join(f"`{pathlib.Path(p).name}`" for p in averaged.get("checkpoints", []))
+        chosen = f"the average of {len(averaged.get('checkpoints', []))} checkpoints: {sources}"
+    elif key:
+        chosen = f"best by `{key}`"
+    else:
+        chosen = "chosen by path" if given else "newest"
     when = f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC"
     epoch, step = checkpoint.info.get("epoch"), checkpoint.info.get("step")
     return f"""# {name}

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 import torch
 
 from speechkit.errors import CheckpointError
+from speechkit.weights_origin import note_origin
 
 
 @dataclass
@@ -88,6 +89,7 @@ def load_into(obj, state_dict: dict, path, partial: bool = False) -> LoadReport:
                               "(load with partial=True to load the matching part)")
     fitting = {k: v for k, v in state_dict.items() if k in own and k not in report.mismatched}
     obj.load_state_dict(fitting, strict=False)
+    note_origin(obj, f"loaded from {path}")  # its weights are no longer the initial ones (export checks)
     return report
 
 

@@ -152,18 +152,25 @@ def test_template_lives_in_the_repository():
         assert "!include:ASR.yaml" in (folder / "ASR" / "hparams" / name).read_text()
 
 
+def _tiny_inference_yaml(asr: Path, name: str) -> Path:
+    """hparams/<name> with the sizes of TINY_MODEL (the model folder's YAML holds the sizes at its top)."""
+    sizes = {flag[8:]: value for flag, value in zip(TINY_MODEL[::2], TINY_MODEL[1::2])}
+    lines = (asr / "hparams" / name).read_text().splitlines()
+    resized = [f"{line.split(':')[0]}: {sizes[line.split(':')[0]]}" if line.split(":")[0] in sizes else line
+               for line in lines]
+    path = asr / "hparams" / f"tiny_{name}"
+    path.write_text("\n".join(resized) + "\n")
+    return path
+
+
 def test_copied_template_exports_a_model_that_transcribes(trained_copy, tiny_corpus):
     asr = trained_copy / "ASR"
     # inference.yaml holds the sizes at its top (it becomes a self-contained hyperparams.yaml): resize them.
-    sizes = {flag[8:]: value for flag, value in zip(TINY_MODEL[::2], TINY_MODEL[1::2])}
-    lines = (asr / "hparams" / "inference.yaml").read_text().splitlines()
-    resized = [f"{line.split(':')[0]}: {sizes[line.split(':')[0]]}" if line.split(":")[0] in sizes else line
-               for line in lines]
-    (asr / "hparams" / "tiny_inference.yaml").write_text("\n".join(resized) + "\n")
+    tiny_inference = _tiny_inference_yaml(asr, "inference.yaml")
     model = asr / "results" / "model"
     tokenizer = trained_copy / "Tokenizer" / "results" / "tokenizer" / "tokenizer.model"
     assert speechkit_main(["export", "--checkpoints", str(asr / "results" / "asr" / "1234" / "save"),
-                           "--hparams", str(asr / "hparams" / "tiny_inference.yaml"), "--min-key", "WER",
+                           "--hparams", str(tiny_inference), "--min-key", "WER",
                            "--output", str(model), "--file", f"tokenizer={tokenizer}"]) == 0
     recognizer = EncoderASR.from_hparams(str(model), savedir=trained_copy / "fetched")
     audio = tiny_corpus / "test" / "utt-test-000.flac"
@@ -175,6 +182,29 @@ def test_copied_template_exports_a_model_that_transcribes(trained_copy, tiny_cor
     trained_lm = torch.load(best / "lm.ckpt", weights_only=True)
     for key, value in recognizer.mods["lm"].state_dict().items():
         assert torch.equal(value.cpu(), trained_lm[key]), key
+
+
+def test_a_model_trained_without_the_lm_exports_without_it(trained_copy, tiny_corpus, capsys):
+    """--lm_weight 0 and no LM file: the LM stays at its initial weights, so inference.yaml (which ships the
+    LM with lm_weight 1.0) is refused and inference_no_lm.yaml exports a recognizer."""
+    asr = trained_copy / "ASR"
+    output = asr / "results" / "no_lm"
+    run_script(asr / "train.py", ["hparams/train.yaml", "--data_folder", str(tiny_corpus), *TINY_MODEL,
+                                  "--debug", "--noprogressbar", "--lm_weight", "0", "--lm_checkpoint", "none",
+                                  "--output_folder", str(output)])
+    tokenizer = trained_copy / "Tokenizer" / "results" / "tokenizer" / "tokenizer.model"
+    export = ["export", "--checkpoints", str(output / "save"), "--min-key", "WER", "--file",
+              f"tokenizer={tokenizer}"]
+    capsys.readouterr()
+    code = speechkit_main([*export, "--hparams", str(_tiny_inference_yaml(asr, "inference.yaml")), "--output",
+                           str(output / "model_with_lm")])
+    assert code == 1 and "'lm' was frozen and never trained or loaded" in capsys.readouterr().err
+    assert not (output / "model_with_lm").exists()
+    assert speechkit_main([*export, "--hparams", str(_tiny_inference_yaml(asr, "inference_no_lm.yaml")),
+                           "--output", str(output / "model")]) == 0
+    recognizer = EncoderASR.from_hparams(str(output / "model"), savedir=output / "fetched")
+    assert "lm" not in recognizer.mods and not (output / "model" / "lm.safetensors").exists()
+    assert isinstance(recognizer.transcribe_file(str(tiny_corpus / "test" / "utt-test-000.flac")), str)
 
 
 def test_missing_lm_weights_stop_the_run_before_training(trained_copy, tiny_corpus):

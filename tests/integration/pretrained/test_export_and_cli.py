@@ -117,3 +117,24 @@ def test_transcribe_command_refuses_untrusted_remote_yaml(trained, hub_server, c
     code = speechkit_main(["transcribe", "org/exported", "x.wav", "--savedir", str(trained / "run")])
     err = capsys.readouterr().err
     assert code == 1 and "!new:tiny_asr.FrameToneEncoder" in err and "hyperparams.yaml" in err
+
+
+def test_export_an_averaged_or_a_chosen_checkpoint(trained, tiny_asr, capsys):
+    assert speechkit_main(["average-checkpoints", str(trained / "save"), "--num", "2", "--min-key", "WER",
+                           "--output", str(trained / "avg")]) == 0
+    args = ["export", "--hparams", str(trained / "inference.yaml"), "--map", "encoder=model:encoder.",
+            "--file", f"tokenizer={trained / 'tokenizer.json'}"]
+    tiny_asr.CharTokenizer(tiny_asr.SYMBOLS).save_checkpoint(trained / "tokenizer.json")  # not averaged
+    assert speechkit_main([*args, "--checkpoints", str(trained / "avg"), "--output", str(trained / "m")]) == 0
+    card = (trained / "m" / "README.md").read_text()
+    assert "the average of 2 checkpoints" in card
+    averaged = torch.load(trained / "avg" / "model.ckpt", weights_only=True)
+    exported = EncoderASR.from_hparams(str(trained / "m")).mods["encoder"].state_dict()
+    assert torch.equal(exported["basis"], averaged["encoder.basis"])
+    # One checkpoint of the run, given by its path (here the newest, not the best).
+    newest = Checkpointer(trained / "save").list_checkpoints()[-1]
+    assert speechkit_main([*args, "--checkpoints", str(newest.path), "--output", str(trained / "n")]) == 0
+    assert f"from `{newest.path.name}` (chosen by path), epoch 3" in (trained / "n" / "README.md").read_text()
+    assert speechkit_main([*args, "--checkpoints", str(newest.path), "--min-key", "WER", "--output",
+                           str(trained / "o")]) == 1
+    assert "is one checkpoint: there is nothing to choose by 'WER'" in capsys.readouterr().err

@@ -159,6 +159,20 @@ def test_auto_accumulation_from_global_batch_size():
         bad.fit(EpochCounter(1), dataset(8), train_loader_kwargs=loader_kwargs(2))
 
 
+def test_a_global_batch_alone_derives_the_accumulation_and_a_fixed_factor_with_it_is_refused():
+    brain = make_brain({"global_batch_size": 8})  # no --grad_accumulation_factor: auto is implied
+    brain.fit(EpochCounter(1), dataset(8), train_loader_kwargs=loader_kwargs(2))
+    assert brain.optimization.accumulation == 4 and brain.optimizer_steps == 1
+    assert brain.run_opts.accumulation_is_auto
+    conflicting = make_brain({"grad_accumulation_factor": 2, "global_batch_size": 8})
+    with pytest.raises(RunOptionsError, match="grad_accumulation_factor 2 and global_batch_size 8 both set"):
+        conflicting.fit(EpochCounter(1), dataset(8), train_loader_kwargs=loader_kwargs(2))
+    assert conflicting.optimizer_steps == 0
+    plain = make_brain()  # neither: one micro-batch per step
+    plain.fit(EpochCounter(1), dataset(8), train_loader_kwargs=loader_kwargs(2))
+    assert plain.optimization.accumulation == 1 and plain.optimizer_steps == 4
+
+
 def test_stage_summaries_in_train_log_and_item_weighted_loss(tmp_path):
     brain = make_brain(hparams={"output_folder": str(tmp_path)})
     brain.fit(

@@ -108,7 +108,9 @@ def test_the_schedule_gets_the_run_length_in_optimizer_steps(accumulation, expec
 ])
 def test_tri_stage_gets_its_phases_from_the_run_length(accumulation, expected):
     schedule = TriStageScheduler(lr_peak=0.1, phase_ratio=(0.25, 0.25, 0.5))
-    opts = {"grad_accumulation_factor": accumulation, "global_batch_size": 8}
+    opts = {"grad_accumulation_factor": accumulation}
+    if accumulation == "auto":
+        opts["global_batch_size"] = 8
     brain = two_stage(run_opts=opts, lr_scheduler=schedule)
     brain.fit(EpochCounter(2), dataset(10), train_loader_kwargs=LOADER)
     assert brain.total_optimizer_steps == brain.optimizer_steps == schedule.total_steps == expected

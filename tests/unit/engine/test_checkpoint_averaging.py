@@ -1,6 +1,7 @@
 """Checkpoint averaging: the N best by a key, floating tensors averaged, the CLI and Brain's run option."""
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -8,9 +9,10 @@ import torch
 
 from speechkit.brain import Brain
 from speechkit.checkpoint_averaging import average_state_dicts, best_checkpoints
-from speechkit.checkpoints import Checkpointer
+from speechkit.checkpoint_selection import select_checkpoint
+from speechkit.checkpoints import Checkpointer, read_checkpoint
 from speechkit.cli import main as speechkit_main
-from speechkit.errors import CheckpointError
+from speechkit.errors import CheckpointError, RunOptionsError
 
 
 def save_three(folder):
@@ -70,3 +72,72 @@ def test_evaluate_uses_the_average_of_the_best_checkpoints(tmp_path):
     brain.evaluate(data, min_key="WER", test_loader_kwargs={"batch_size": 2,
                                                             "collate_fn": torch.utils.data.default_collate})
     assert torch.equal(model[0].weight, torch.full((2, 2), 2.5))  # WER 10 (2.0) and 20 (3.0)
+
+
+def test_cli_refuses_fewer_checkpoints_than_asked(tmp_path, capsys):
+    model = torch.nn.Linear(2, 2)
+    Checkpointer(tmp_path / "save", {"model": model}).save_checkpoint(meta={"WER": 5.0})
+    out = tmp_path / "avg"
+    assert speechkit_main(["average-checkpoints", str(tmp_path / "save"), "--num", "2", "--min-key", "WER",
+                           "--output", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert "holds 1 checkpoint(s) with the key 'WER', not the 2 asked for (--num 2)" in err
+    assert "ckpt_keep" in err and not out.exists()
+
+
+def test_an_averaged_checkpoint_is_a_checkpoint_that_evaluation_loads(tmp_path, capsys):
+    model, checkpointer = save_three(tmp_path / "save")
+    out = tmp_path / "avg"
+    assert speechkit_main(["average-checkpoints", str(tmp_path / "save"), "--num", "2", "--min-key", "WER",
+                           "--output", str(out)]) == 0
+    averaged = read_checkpoint(out)  # meta.json, files checked, like a run's checkpoint
+    assert averaged.info["averaged"]["key"] == "WER"
+    assert [c["WER"] for c in averaged.info["averaged"]["meta"]] == [10.0, 20.0]
+    assert averaged.info["files"] == ["model.ckpt"]
+    assert select_checkpoint(out) == averaged
+    with pytest.raises(CheckpointError, match="is one checkpoint: there is nothing to choose by 'WER'"):
+        select_checkpoint(out, min_key="WER")
+    # Averaging again replaces the earlier average; a folder that is not a checkpoint is left alone.
+    assert speechkit_main(["average-checkpoints", str(tmp_path / "save"), "--num", "3", "--output",
+                           str(out)]) == 0
+    assert len(read_checkpoint(out).info["averaged"]["checkpoints"]) == 3
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "notes.txt").write_text("mine")
+    assert speechkit_main(["average-checkpoints", str(tmp_path / "save"), "--num", "2", "--output",
+                           str(tmp_path / "other")]) == 1
+    assert "is not a checkpoint folder" in capsys.readouterr().err
+    assert (tmp_path / "other" / "notes.txt").read_text() == "mine"
+    speechkit_main(["average-checkpoints", str(tmp_path / "save"), "--num", "2", "--min-key", "WER",
+                    "--output", str(out)])
+
+    # --test_only --eval_checkpoint: the average is what is evaluated (the counter has no file there).
+    brain = Identity({"model": model}, None, None, {"noprogressbar": True, "test_only": True,
+                                                    "eval_checkpoint": str(out)}, checkpointer)
+    data = torch.utils.data.TensorDataset(torch.zeros(4, 2))
+    kwargs = {"batch_size": 2, "collate_fn": torch.utils.data.default_collate}
+    brain.fit(None, data)  # skipped: --test_only
+    brain.evaluate(data, min_key="WER", test_loader_kwargs=kwargs)
+    assert torch.equal(model[0].weight, torch.full((2, 2), 2.5))  # WER 10 (2.0) and 20 (3.0)
+    # Any checkpoint of the run can be chosen the same way, e.g. the worst one.
+    worst = max(checkpointer.list_checkpoints(), key=lambda c: c.meta["WER"])
+    brain.run_opts = dataclasses.replace(brain.run_opts, eval_checkpoint=str(worst.path))
+    brain.evaluate(data, test_loader_kwargs=kwargs)
+    assert torch.equal(model[0].weight, torch.full((2, 2), 1.0))
+    brain.run_opts = dataclasses.replace(brain.run_opts, eval_checkpoint=str(tmp_path / "nothing"))
+    with pytest.raises(CheckpointError, match="nothing: not a checkpoint"):
+        brain.evaluate(data, test_loader_kwargs=kwargs)
+    brain.run_opts = dataclasses.replace(brain.run_opts, eval_checkpoint=str(out), average_checkpoints=2)
+    with pytest.raises(RunOptionsError, match="--eval_checkpoint and --average_checkpoints"):
+        brain.evaluate(data, test_loader_kwargs=kwargs)
+
+
+def test_an_averaged_checkpoint_lacking_a_module_is_refused(tmp_path):
+    model, checkpointer = save_three(tmp_path / "save")
+    assert speechkit_main(["average-checkpoints", str(tmp_path / "save"), "--num", "2", "--output",
+                           str(tmp_path / "avg"), "--modules", "model"]) == 0
+    other = torch.nn.Linear(2, 2)
+    brain = Identity({"model": model, "head": other}, None, None,
+                     {"noprogressbar": True, "eval_checkpoint": str(tmp_path / "avg")})
+    with pytest.raises(CheckpointError, match=r"holds no weights for 'head' \(expected head.ckpt\)"):
+        brain.evaluate(torch.utils.data.TensorDataset(torch.zeros(2, 2)),
+                       test_loader_kwargs={"batch_size": 2, "collate_fn": torch.utils.data.default_collate})
