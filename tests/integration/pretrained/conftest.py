@@ -100,7 +100,9 @@ class _Server:
 class FileServer(_Server):
     """Serves ``files`` (URL path -> bytes) with an ETag, and byte ranges unless ``ranges`` is False.
     ``drop_after[path] = n`` cuts the connection after n bytes; ``delay_s`` slows every 4 KiB chunk (to make
-    concurrent downloads overlap); ``range_requests`` lists the ``Range`` headers received, in order."""
+    concurrent downloads overlap); ``range_requests`` lists the ``Range`` headers received, in order; a
+    request whose ``If-None-Match`` matches gets a 304 (counted in ``not_modified``) unless ``validators`` is
+    False (then no ETag is sent either)."""
 
     def __init__(self):
         super().__init__()
@@ -109,6 +111,8 @@ class FileServer(_Server):
         self.delay_s = 0.0
         self.ranges = True
         self.range_requests = []
+        self.validators = True  # send an ETag, and answer 304 to a matching If-None-Match
+        self.not_modified = collections.Counter()  # path -> 304 answers
 
     def answer(self, handler, head):
         path = urllib.parse.unquote(urllib.parse.urlsplit(handler.path).path)
@@ -118,7 +122,12 @@ class FileServer(_Server):
             self.range_requests.append(handler.headers.get("Range"))
         data = self.files[path]
         etag = f'"{hashlib.sha256(data).hexdigest()}"'
-        headers = {"Content-Type": "application/octet-stream", "ETag": etag}
+        if self.validators and handler.headers.get("If-None-Match") == etag:
+            self.not_modified[path] += 1
+            return self.send_error(handler, 304, {"ETag": etag})
+        headers = {"Content-Type": "application/octet-stream"}
+        if self.validators:
+            headers["ETag"] = etag
         self.send_body(handler, data, head, headers, drop_after=self.drop_after.get(path),
                        delay_s=self.delay_s, ranges=self.ranges)
 
