@@ -89,8 +89,8 @@ def read_untrusted_yaml(path, where: str, limits: SourceLimits = DEFAULT_LIMITS)
     size = os.path.getsize(path)
     if size > limits.max_yaml_bytes:
         raise UnsafeSourceError(f"{where}: {size} bytes, more than the limit of {limits.max_yaml_bytes} for "
-                                "a YAML from a non-local source (pass limits=SourceLimits(max_yaml_bytes=...) "
-                                "to raise it); refused before parsing")
+                                "a YAML from a non-local source (raise it with "
+                                "limits=SourceLimits(max_yaml_bytes=...)); refused before parsing")
     data = pathlib.Path(path).read_bytes()
     try:
         text = data.decode("utf-8")
