@@ -63,7 +63,7 @@ def read_json_config(path: Union[str, os.PathLike], where: str) -> dict:
     except UnicodeDecodeError as error:
         raise CheckpointError(f"{where}: byte {error.start} is not UTF-8") from None
     except json.JSONDecodeError as error:  # its message gives line and column, never the text
-        raise CheckpointError(f"{where}: not valid JSON ({error})") from None
+        raise CheckpointError(f"{where}: not a readable JSON config ({error})") from None
     except RecursionError:
         raise CheckpointError(f"{where}: nested too deeply") from None
     if not isinstance(config, dict):
