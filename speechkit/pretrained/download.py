@@ -209,7 +209,8 @@ def _append_body(response, part: Path, offset: int, what: str, next_time: str,
         out.truncate(offset)
         out.seek(offset)
         try:
-            for chunk in iter(lambda: response.read(CHUNK_BYTES), b""):
+            # read1: what has arrived, so that a stall keeps every byte received before it.
+            for chunk in iter(lambda: response.read1(CHUNK_BYTES), b""):
                 if max_bytes is not None and received + len(chunk) > max_bytes:
                     raise FetchError(f"cannot fetch {what}: the body passed the limit of {max_bytes} bytes; "
                                      "stopped and discarded")
