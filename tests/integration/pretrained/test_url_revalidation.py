@@ -35,12 +35,14 @@ def test_a_changed_file_on_the_server_is_seen_and_an_unchanged_one_not_downloade
     assert EncoderASR.from_hparams(url, savedir=tmp_path / "s").sample_rate == 16000
     # Unchanged: each file costs one conditional request answered 304.
     assert EncoderASR.from_hparams(url, savedir=tmp_path / "s").sample_rate == 16000
-    assert file_server.not_modified["/m/hyperparams.yaml"] == 1 and file_server.not_modified["/m/lin.ckpt"] == 1
+    assert file_server.not_modified["/m/hyperparams.yaml"] == 1
+    assert file_server.not_modified["/m/lin.ckpt"] == 1
     # Changed on the server: the next load sees the new YAML and the new weights.
     serve_model(file_server, tmp_path, rate=8000, bias=1.0)
     asr = EncoderASR.from_hparams(url, savedir=tmp_path / "s")
     assert asr.sample_rate == 8000 and torch.equal(asr.mods["lin"].bias, torch.ones(2))
-    assert file_server.gets("/m/hyperparams.yaml") == 3 and file_server.not_modified["/m/hyperparams.yaml"] == 1
+    assert file_server.gets("/m/hyperparams.yaml") == 3
+    assert file_server.not_modified["/m/hyperparams.yaml"] == 1
 
 
 def test_offline_serves_the_cache_without_asking(file_server, tmp_path, monkeypatch):
@@ -59,7 +61,8 @@ def test_force_download_and_refresh_download_again(file_server, tmp_path, capsys
     EncoderASR.from_hparams(url, savedir=tmp_path / "s")
     EncoderASR.from_hparams(url, savedir=tmp_path / "s", force_download=True)
     assert file_server.gets("/m/lin.ckpt") == 2 and file_server.not_modified["/m/lin.ckpt"] == 0
-    assert speechkit_main(["fetch", url, "--savedir", str(tmp_path / "f"), "--refresh"]) == 0, capsys.readouterr()
+    refresh = ["fetch", url, "--savedir", str(tmp_path / "f"), "--refresh"]
+    assert speechkit_main(refresh) == 0, capsys.readouterr()
     assert file_server.gets("/m/lin.ckpt") == 3 and file_server.not_modified["/m/lin.ckpt"] == 0
     assert speechkit_main(["fetch", url, "--savedir", str(tmp_path / "f")]) == 0
     assert file_server.not_modified["/m/lin.ckpt"] == 1
