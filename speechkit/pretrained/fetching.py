@@ -233,7 +233,7 @@ def fetch(
     if fetch_source.kind is FetchFrom.LOCAL:
         stored = _local_file(filename, fetch_source)
     elif fetch_source.kind is FetchFrom.HUGGING_FACE:
-        stored = _hub_file(filename, fetch_source, revision, online, cache_dir, force_download)
+        stored = _hub_file(filename, fetch_source, revision, online, cache_dir, force_download, limits)
     else:
         stored = _url_file(filename, fetch_source, online, cache_dir, sha256, lock_timeout_s, force_download,
                            limits)
@@ -293,11 +293,13 @@ def _hub_cache_dir(cache_dir) -> Optional[str]:
     return None
 
 
-def _hub_file(filename, source, revision, online, cache_dir, force_download) -> pathlib.Path:
+def _hub_file(filename, source, revision, online, cache_dir, force_download, limits: _Limits) -> pathlib.Path:
     from huggingface_hub import hf_hub_download
     from huggingface_hub.errors import EntryNotFoundError, LocalEntryNotFoundError, RepositoryNotFoundError
 
     where = f"'{filename}' from {describe(source, revision)}"
+    if online and limits.cap is not None:
+        _check_hub_size(source, filename, revision, limits.cap, where)
     try:
         path = hf_hub_download(
             repo_id=source.path, filename=filename, revision=revision, cache_dir=_hub_cache_dir(cache_dir),
@@ -323,6 +325,22 @@ def _hub_file(filename, source, revision, online, cache_dir, force_download) -> 
     except Exception as error:  # huggingface_hub's HTTP errors derive from its own hierarchy
         raise FetchError(f"cannot fetch {where}: {type(error).__name__}: {error}") from None
     return pathlib.Path(path)
+
+
+def _check_hub_size(source, filename, revision, cap: int, where: str) -> None:
+    """Refuse a Hub file whose announced size passes ``cap`` before huggingface_hub downloads it (a failed
+    metadata request is left to the download, which reports it)."""
+    from huggingface_hub import get_hf_file_metadata, hf_hub_url
+
+    endpoint = os.environ.get("HF_ENDPOINT") or None
+    try:
+        url = hf_hub_url(source.path, filename, revision=revision, endpoint=endpoint)
+        size = get_hf_file_metadata(url).size
+    except Exception:  # noqa: BLE001 (any failure here is the download's to report)
+        return
+    if size is not None and size > cap:
+        raise FetchError(f"cannot fetch {where}: the server announces {size} bytes, more than the limit of "
+                         f"{cap}; refused before downloading")
 
 
 # ------------------------------------------------------------------------------------------------- url

@@ -29,6 +29,7 @@ from speechkit.errors import CheckpointError, FetchError
 from speechkit.models.wav2vec2 import Wav2Vec2Config, Wav2Vec2Model, Wav2Vec2Pretraining
 from speechkit.pretrained.fetching import fetch
 from speechkit.pretrained.huggingface_config import MAX_CONFIG_BYTES, check_wav2vec2_config, read_json_config
+from speechkit.pretrained.limits import DEFAULT_LIMITS
 from speechkit.pretrained.loading import load_weights, save_weights
 
 logger = logging.getLogger(__name__)
@@ -172,7 +173,8 @@ def load_wav2vec2(source: Union[str, os.PathLike], savedir: Optional[Union[str, 
     weights_path = None
     for name in ("model.safetensors", "pytorch_model.bin"):
         try:
-            weights_path = fetch(name, source, **options)
+            # Bounded: a server streaming without Content-Length stops at the limit.
+            weights_path = fetch(name, source, max_bytes=DEFAULT_LIMITS.max_file_bytes, **options)
             break
         except FetchError as error:
             missing = error

@@ -287,6 +287,18 @@ def test_weights_larger_than_the_limit_or_the_declared_size_are_refused(file_ser
     assert asr.mods["lin"].in_features == 2
 
 
+def test_hub_weights_larger_than_the_limit_are_refused_before_downloading(hub_server, tmp_path):
+    data = weights(tmp_path)
+    hub_server.repos["org/big"] = {"main": {"hyperparams.yaml": weights_yaml().encode(), "lin.ckpt": data}}
+    refused = (rf"'lin.ckpt' from Hugging Face repo 'org/big'.*announces {len(data)} bytes, more than the limit "
+               r"of 100; refused before downloading")
+    with pytest.raises(FetchError, match=refused):
+        EncoderASR.from_hparams("org/big", savedir=tmp_path / "m", limits=SourceLimits(max_file_bytes=100))
+    commit = hub_server.commit_of("org/big", "main")
+    assert hub_server.gets(f"/org/big/resolve/{commit}/lin.ckpt") == 0
+    assert hub_server.gets("/org/big/resolve/main/lin.ckpt") == 0
+
+
 def test_endless_weights_stream_stops_at_the_file_limit(file_server, tmp_path):
     file_server.endless["/w/lin.ckpt"] = b"\0" * 65536
     file_server.files["/w/hyperparams.yaml"] = weights_yaml().encode()
