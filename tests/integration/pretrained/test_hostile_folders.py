@@ -290,8 +290,8 @@ def test_weights_larger_than_the_limit_or_the_declared_size_are_refused(file_ser
 def test_hub_weights_larger_than_the_limit_are_refused_before_downloading(hub_server, tmp_path):
     data = weights(tmp_path)
     hub_server.repos["org/big"] = {"main": {"hyperparams.yaml": weights_yaml().encode(), "lin.ckpt": data}}
-    refused = (rf"'lin.ckpt' from Hugging Face repo 'org/big'.*announces {len(data)} bytes, more than the limit "
-               r"of 100; refused before downloading")
+    refused = (rf"'lin.ckpt' from Hugging Face repo 'org/big'.*announces {len(data)} bytes, more than the "
+               r"limit of 100; refused before downloading")
     with pytest.raises(FetchError, match=refused):
         EncoderASR.from_hparams("org/big", savedir=tmp_path / "m", limits=SourceLimits(max_file_bytes=100))
     commit = hub_server.commit_of("org/big", "main")
