@@ -317,7 +317,7 @@ def check_interface_keys(hparams: dict, where: str, text: Optional[str] = None) 
                                f"torch.nn.Module, got {_kind(module)}")
     rate = hparams.get("sample_rate")
     if "sample_rate" in hparams and (isinstance(rate, bool) or not isinstance(rate, (int, float))
-                                     or rate != int(rate) or not 0 < rate <= 1_000_000):
+                                     or not 0 < rate <= 1_000_000 or rate != int(rate)):
         raise HparamsError(f"{_place(where, text, 'sample_rate')}: key 'sample_rate' must be a positive "
                            f"whole number of Hz, got {_kind(rate)}")
     pipeline = hparams.get("encoder_pipeline")

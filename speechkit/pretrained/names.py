@@ -31,7 +31,7 @@ _REASON = "(no '/', '\\\\', NUL, '.' or '..'): it would place a file outside the
 def check_file_name(name, what: str) -> str:
     """``name`` itself when it is one plain file name, else :class:`FetchError` naming ``what``."""
     text = name if isinstance(name, str) else None
-    if not text or text in (".", "..") or any(c in text for c in "/\\\0") or text != text.strip("\n\r"):
+    if not text or text in (".", "..") or any(c in text for c in "/\\\0"):
         raise FetchError(f"{what} {name!r} is not a plain file name {_REASON}")
     return text
 

@@ -151,9 +151,6 @@ class Pretrainer:
                 raise UnsafeSourceError(f"{where}: the pretrainer path of '{name}' names the Hub repo "
                                         f"{resolved.path!r}, which is not a repo id (owner/name)")
 
-    #: The former name of :meth:`refuse_unsafe_sources`.
-    refuse_local_paths = refuse_unsafe_sources
-
     def collect_files(self, default_source=None, allow_network: bool = True,
                       cache_dir=None) -> dict:
         """Fetch every loadable's file; return name -> path.

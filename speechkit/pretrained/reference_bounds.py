@@ -18,12 +18,13 @@ call the originals when no bound is active (a context variable, so threads do no
 
 Example:
     >>> from speechkit.pretrained.limits import SourceLimits
-    >>> with bounded_references(SourceLimits(), "hyperparams.yaml", {}):
-    ...     import hyperpyyaml
+    >>> import hyperpyyaml
+    >>> places = {"<n> ** <n> ** <n>": ("big", 2)}
+    >>> with bounded_references(SourceLimits(), "hyperparams.yaml", places):
     ...     hyperpyyaml.load_hyperpyyaml("n: 10\\nbig: !ref <n> ** <n> ** <n>\\n")
     Traceback (most recent call last):
     ...
-    speechkit.errors.UnsafeSourceError: hyperparams.yaml: key 'big': !ref '<n> ** <n> ** <n>' ...
+    speechkit.errors.UnsafeSourceError: hyperparams.yaml, line 2: key 'big': !ref '<n> ** <n> ** <n>' is ...
 """
 from __future__ import annotations
 
@@ -125,8 +126,6 @@ class _Budget:
         if op is ast.Pow and _is_int(left) and _is_int(right) and right > 0 and abs(left) > 1:
             if left.bit_length() * right > bits:
                 self.refuse(f"{_short(left)} ** {_short(right)} has more than {bits} bits")
-        if op is ast.Pow and isinstance(right, (int, float)) and not isinstance(left, (int, float)):
-            return  # a TypeError follows, as in hyperpyyaml
         if op is ast.Mult:
             if _is_int(left) and _is_int(right) and left.bit_length() + right.bit_length() > bits + 1:
                 self.refuse(f"{_short(left)} * {_short(right)} has more than {bits} bits")

@@ -114,7 +114,7 @@ def check_nesting(text: str, where: str, limit: int = DEFAULT_LIMITS.max_nesting
                 indents.pop()
             if indent > indents[-1]:
                 indents.append(indent)
-            dashes = len(re.match(r"^(-\s+)*", stripped).group(0).split("-")) - 1  # "- - - x" nests too
+            dashes = re.match(r"^(?:-\s+)*", stripped).group(0).count("-")  # "- - - x" nests too
             if len(indents) + dashes > limit:
                 raise UnsafeSourceError(f"{where}, line {number}: nested more than {limit} levels deep; "
                                         "refused")
