@@ -94,7 +94,11 @@ def run(args: argparse.Namespace) -> int:
         text = read_untrusted_yaml(yaml_path, where, limits)
         check_pretrainer_names(text, where)
     else:
-        text = pathlib.Path(yaml_path).read_text(encoding="utf-8")
+        try:
+            text = pathlib.Path(yaml_path).read_text(encoding="utf-8")
+        except UnicodeDecodeError as error:
+            raise FetchError(f"{where}: byte {error.start} is not UTF-8; a hyperparams file must be UTF-8 "
+                             "text") from None
     specs = declared_files(text, args.hparams_file)
     pretrainer = Pretrainer(args.savedir, {name: None for name in specs}, specs, strategy=args.strategy,
                             revision=args.revision)

@@ -306,7 +306,8 @@ class EncoderDecoderASR(EncoderASR):
 def check_interface_keys(hparams: dict, where: str, text: Optional[str] = None) -> None:
     """Raise :class:`HparamsError` naming the key (and, given the YAML ``text``, the line) when a key every
     interface reads has the wrong type: ``modules`` (a mapping of ``nn.Module``), ``sample_rate`` (a positive
-    integer), ``encoder_pipeline`` (names of modules), ``tokenizer`` (an object, not a class or function)."""
+    integer), ``encoder_pipeline`` (names of modules), ``tokenizer`` (an object, not a class or function),
+    ``decoder`` (not a class)."""
     modules = hparams.get("modules")
     if not isinstance(modules, dict):
         raise HparamsError(f"{_place(where, text, 'modules')}: key 'modules' must be a mapping of name -> "
@@ -329,6 +330,10 @@ def check_interface_keys(hparams: dict, where: str, text: Optional[str] = None) 
     if tokenizer is not None and (isinstance(tokenizer, type) or inspect.isroutine(tokenizer)):
         raise HparamsError(f"{_place(where, text, 'tokenizer')}: key 'tokenizer' must be an object with "
                            f"decode_ids(ids), got {_kind(tokenizer)}")
+    decoder = hparams.get("decoder")
+    if isinstance(decoder, type):  # `!name:` where `!new:` was meant: calling it would build, not decode
+        raise HparamsError(f"{_place(where, text, 'decoder')}: key 'decoder' must be a search object, got "
+                           f"{_kind(decoder)}")
 
 
 def _kind(value) -> str:

@@ -385,8 +385,10 @@ def test_preprocessor_config_is_checked(preprocessor, key, wav2vec2_folder, file
     (TAIL.replace("tokenizer: !new:", "tokenizer: !name:"), HparamsError,
      r"line 5: key 'tokenizer' must be an object with decode_ids\(ids\), got the class"),
     (TAIL.replace("[lin]", "lin"), HparamsError, r"line 4: key 'encoder_pipeline' must be a list"),
+    (TAIL + "decoder: !name:speechkit.decoding.CTCPrefixBeamSearch\n", HparamsError,
+     r"line 6: key 'decoder' must be a search object, got the class"),
 ], ids=["brackets", "indentation", "not-utf8", "sample-rate-abc", "class-as-module", "class-as-tokenizer",
-        "pipeline-string"])
+        "pipeline-string", "class-as-decoder"])
 def test_broken_remote_yaml_gives_a_speechkit_error_naming_file_key_and_line(text, error, expected,
                                                                              file_server, tmp_path):
     data = text.encode("latin-1") if "\xe9" in text else text.encode()
