@@ -174,8 +174,16 @@ class UntrustedYamlGuard:
         self._references: dict = {}
 
     def check(self, text: str) -> None:
-        check_nesting(text, f"{self.where} (after overrides)", self.limits.max_nesting)
-        check_yaml_is_safe(text, f"{self.where} (after overrides)", allowlist=self.allowlist)
+        # The whole vetting again, on the very text hyperpyyaml gets: the file may have been replaced since
+        # it was first read (another process refreshing the cache), and overrides change it.
+        from speechkit.pretrained.names import check_pretrainer_names
+
+        where = f"{self.where} (after overrides)"
+        if len(text.encode("utf-8")) > self.limits.max_yaml_bytes + (1 << 16):  # room for the overrides
+            raise UnsafeSourceError(f"{where}: more than the limit of {self.limits.max_yaml_bytes} bytes")
+        check_nesting(text, where, self.limits.max_nesting)
+        check_yaml_is_safe(text, where, allowlist=self.allowlist)
+        check_pretrainer_names(text, where)
         self._references = reference_places(text)
 
     def building(self):
