@@ -50,6 +50,7 @@ from speechkit.pretrained.download import (
     file_sha256,
     read_validator,
 )
+from speechkit.pretrained.hub_files import hub_file
 from speechkit.pretrained.names import check_relative_name, inside
 
 logger = logging.getLogger(__name__)
@@ -233,7 +234,8 @@ def fetch(
     if fetch_source.kind is FetchFrom.LOCAL:
         stored = _local_file(filename, fetch_source)
     elif fetch_source.kind is FetchFrom.HUGGING_FACE:
-        stored = _hub_file(filename, fetch_source, revision, online, cache_dir, force_download, limits)
+        stored = hub_file(filename, fetch_source.path, revision, online, cache_dir, force_download,
+                          limits.cap, where)
     else:
         stored = _url_file(filename, fetch_source, online, cache_dir, sha256, lock_timeout_s, force_download,
                            limits)
@@ -279,68 +281,6 @@ def _local_file(filename: str, source: FetchSource) -> pathlib.Path:
             hint = f" (for the Hub repo, pass FetchSource('huggingface', '{source.path}'))"
         raise FetchError(f"cannot fetch '{filename}' from {describe(source)}: {path} does not exist{hint}")
     return path
-
-
-# ------------------------------------------------------------------------------------------------- hub
-def _hub_cache_dir(cache_dir) -> Optional[str]:
-    """The Hub cache, read from the environment at call time (huggingface_hub reads it once at import)."""
-    if cache_dir is not None:
-        return str(pathlib.Path(cache_dir) / "huggingface")
-    if os.environ.get("HF_HUB_CACHE"):
-        return os.environ["HF_HUB_CACHE"]
-    if os.environ.get("HF_HOME"):
-        return os.path.join(os.environ["HF_HOME"], "hub")
-    return None
-
-
-def _hub_file(filename, source, revision, online, cache_dir, force_download, limits: _Limits) -> pathlib.Path:
-    from huggingface_hub import hf_hub_download
-    from huggingface_hub.errors import EntryNotFoundError, LocalEntryNotFoundError, RepositoryNotFoundError
-
-    where = f"'{filename}' from {describe(source, revision)}"
-    if online and limits.cap is not None:
-        _check_hub_size(source, filename, revision, limits.cap, where)
-    try:
-        path = hf_hub_download(
-            repo_id=source.path, filename=filename, revision=revision, cache_dir=_hub_cache_dir(cache_dir),
-            local_files_only=not online, force_download=force_download and online,
-            # Passed explicitly so that HF_ENDPOINT set after huggingface_hub was imported still counts.
-            endpoint=os.environ.get("HF_ENDPOINT") or None,
-        )
-    except LocalEntryNotFoundError as error:
-        if not online:
-            cache = _hub_cache_dir(cache_dir) or "(huggingface_hub default)"
-            raise FetchError(f"offline (HF_HUB_OFFLINE=1 or allow_network=False): {where} is not in the "
-                             f"cache {cache}; fetch it once on a machine with network access into the same "
-                             "cache") from None
-        raise FetchError(f"cannot fetch {where}: the Hub is unreachable and the file is not cached "
-                         f"({error})") from None
-    except EntryNotFoundError:
-        raise FetchError(f"cannot fetch {where}: the repo has no such file") from None
-    except RepositoryNotFoundError:
-        raise FetchError(f"cannot fetch {where}: no such repo (or it is private and no token was "
-                         "given)") from None
-    except (OSError, ValueError) as error:
-        raise FetchError(f"cannot fetch {where}: {error}") from None
-    except Exception as error:  # huggingface_hub's HTTP errors derive from its own hierarchy
-        raise FetchError(f"cannot fetch {where}: {type(error).__name__}: {error}") from None
-    return pathlib.Path(path)
-
-
-def _check_hub_size(source, filename, revision, cap: int, where: str) -> None:
-    """Refuse a Hub file whose announced size passes ``cap`` before huggingface_hub downloads it (a failed
-    metadata request is left to the download, which reports it)."""
-    from huggingface_hub import get_hf_file_metadata, hf_hub_url
-
-    endpoint = os.environ.get("HF_ENDPOINT") or None
-    try:
-        url = hf_hub_url(source.path, filename, revision=revision, endpoint=endpoint)
-        size = get_hf_file_metadata(url).size
-    except Exception:  # noqa: BLE001 (any failure here is the download's to report)
-        return
-    if size is not None and size > cap:
-        raise FetchError(f"cannot fetch {where}: the server announces {size} bytes, more than the limit of "
-                         f"{cap}; refused before downloading")
 
 
 # ------------------------------------------------------------------------------------------------- url
