@@ -401,3 +401,9 @@ def test_local_yaml_that_is_not_utf8_names_the_file(tmp_path):
     (tmp_path / "hyperparams.yaml").write_bytes(b"sample_rate: 16000\nx: caf\xe9\n")
     with pytest.raises(HparamsError, match=r"hyperparams.yaml: byte 25 is not UTF-8"):
         EncoderASR.from_hparams(tmp_path)
+
+
+def test_local_yaml_nested_too_deeply_names_the_file(tmp_path):
+    (tmp_path / "hyperparams.yaml").write_text("sample_rate: 16000\nx: " + "[" * 600 + "]" * 600 + "\n")
+    with pytest.raises(HparamsError, match=r"hyperparams.yaml: nested too deeply for the YAML parser"):
+        EncoderASR.from_hparams(tmp_path)
