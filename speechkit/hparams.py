@@ -14,6 +14,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import pydoc
@@ -62,7 +63,8 @@ def load_hparams(
         guard.check(text)
     try:
         loader = _naming_failures(guard.loader if guard is not None else ruamel.yaml.Loader)
-        hparams = load_hyperpyyaml(io.StringIO(text), loader=loader)
+        with guard.building() if guard is not None else contextlib.nullcontext():
+            hparams = load_hyperpyyaml(io.StringIO(text), loader=loader)
     except SpeechkitError:
         raise
     except _BuildError as error:  # a constructor or function raised: name the keys that use it
@@ -159,6 +161,11 @@ def _read_tree(path: str) -> Any:
         raise HparamsError(f"{path}, {_describe_yaml_error(error)}") from None
     except YAMLError as error:
         raise HparamsError(f"{path}: malformed YAML: {error}") from None
+    except UnicodeDecodeError as error:
+        raise HparamsError(f"{path}: byte {error.start} is not UTF-8; a hyperparams file must be UTF-8 "
+                           "text") from None
+    except RecursionError:
+        raise HparamsError(f"{path}: nested too deeply for the YAML parser") from None
 
 
 def _describe_yaml_error(error: MarkedYAMLError) -> str:

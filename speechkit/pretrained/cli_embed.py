@@ -28,6 +28,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--replacement", action="append", default=[], type=name_value, metavar="NAME=VALUE",
                         help="Replace $NAME in the manifest's paths (e.g. data_root=data/corpus).")
     parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N (default: cpu).")
+    parser.add_argument("--refresh", action="store_true",
+                        help="Download the model's files anew instead of revalidating the cached copies.")
     parser.add_argument("--trust-remote-code", action="store_true",
                         help="Let a remote hyperparams.yaml build objects outside the allowlist.")
 
@@ -46,7 +48,8 @@ def run(args: argparse.Namespace) -> int:
             raise ManifestError(f"{args.manifest}: no item(s) {', '.join(unknown)}")
         rows = {i: rows[i] for i in sorted(wanted)}
     vocoder = Vocoder.from_hparams(args.source, run_opts={"device": args.device},
-                                   trust_remote_code=args.trust_remote_code)
+                                   trust_remote_code=args.trust_remote_code,
+                                   force_download=args.refresh)
     path = write_embeddings(vocoder, rows, args.output, [tuple(p) for p in args.interpolate], args.steps,
                             args.audio_field)
     print(path, flush=True)

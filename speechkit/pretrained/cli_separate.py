@@ -30,6 +30,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N (default: cpu).")
     parser.add_argument("--batch-size", type=int, default=4, help="Files per forward pass.")
     parser.add_argument("--offline", action="store_true", help="Serve the model from the cache only.")
+    parser.add_argument("--refresh", action="store_true",
+                        help="Download the model's files anew instead of revalidating the cached copies.")
     parser.add_argument("--trust-remote-code", action="store_true",
                         help="Let a remote hyperparams.yaml build objects outside the allowlist.")
 
@@ -83,7 +85,8 @@ def run(args: argparse.Namespace) -> int:
     source = FetchSource(args.kind, args.source) if args.kind else args.source
     model = SeparationModel.from_hparams(source, savedir=args.savedir, run_opts={"device": args.device},
                                          revision=args.revision, allow_network=not args.offline,
-                                         trust_remote_code=args.trust_remote_code)
+                                         trust_remote_code=args.trust_remote_code,
+                                         force_download=args.refresh)
     os.makedirs(args.out, exist_ok=True)
     for start in range(0, len(args.audio), max(1, args.batch_size)):
         paths = args.audio[start:start + args.batch_size]

@@ -25,6 +25,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N (default: cpu).")
     parser.add_argument("--batch-size", type=int, default=8, help="Files per forward pass.")
     parser.add_argument("--offline", action="store_true", help="Serve the model from the cache only.")
+    parser.add_argument("--refresh", action="store_true",
+                        help="Download the model's files anew instead of revalidating the cached copies.")
     parser.add_argument("--trust-remote-code", action="store_true",
                         help="Let a remote hyperparams.yaml build any object (not only the allowlist's).")
     parser.add_argument("--allow", action="append", default=[], metavar="NAME",
@@ -41,7 +43,8 @@ def run(args: argparse.Namespace) -> int:
     source = FetchSource(args.kind, args.source) if args.kind else args.source
     model = Pretrained.from_hparams(source, savedir=args.savedir, run_opts={"device": args.device},
                                     revision=args.revision, allow_network=not args.offline,
-                                    trust_remote_code=args.trust_remote_code, allow=args.allow)
+                                    trust_remote_code=args.trust_remote_code, allow=args.allow,
+                                    force_download=args.refresh)
     for start in range(0, len(args.audio), max(1, args.batch_size)):
         paths = args.audio[start:start + args.batch_size]
         wavs = [model.load_audio(path) for path in paths]

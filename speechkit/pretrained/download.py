@@ -8,6 +8,11 @@ interruption, with ``.<name>.part.json`` beside it recording the URL and the ser
 ignores ranges, or a part file without a validator, starts the download over. The caller holds a lock on the
 destination, so one process at a time writes the part file.
 
+A completed download records the server's validators in ``.<name>.validator.json``; a later download of the
+same file with ``validator=`` is conditional (``If-None-Match`` / ``If-Modified-Since``), so a file that did
+not change is not sent again (HTTP 304). ``max_bytes`` bounds the body (an endless stream stops there) and
+``stall_timeout_s`` the wait for each next block of bytes.
+
 Example:
     >>> download("https://example.org/models/asr/model.ckpt", Path("cache/model.ckpt"),  # doctest: +SKIP
     ...          sha256=None, where="'model.ckpt' from URL 'https://example.org/models/asr'")
@@ -30,6 +35,10 @@ from speechkit.errors import FetchError
 logger = logging.getLogger(__name__)
 
 CHUNK_BYTES = 1 << 20
+#: Seconds a download may wait for the server's next bytes before it stops (and resumes next time).
+DEFAULT_STALL_TIMEOUT_S = 60.0
+#: What :func:`download` returns when the server confirmed the cached file (HTTP 304).
+NOT_MODIFIED = "not modified"
 _CONTENT_RANGE = re.compile(r"bytes (\d+)-\d+/(\d+|\*)")
 
 
@@ -42,12 +51,41 @@ def file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def download(url: str, destination: Path, sha256: Optional[str], where: str) -> None:
+class ServerUnavailable(FetchError):
+    """The server did not answer, answered 5xx, or stopped sending: worth another try later."""
+
+
+def validator_path(destination: Path) -> Path:
+    """Where the validators (``ETag``, ``Last-Modified``) of a cached file are recorded."""
+    return destination.with_name(f".{destination.name}.validator.json")
+
+
+def read_validator(destination: Path) -> dict:
+    """``{"etag": ..., "last_modified": ...}`` recorded with ``destination`` (``{}`` when none was sent)."""
+    try:
+        recorded = json.loads(validator_path(destination).read_text())
+    except (OSError, ValueError):
+        return {}
+    return {k: v for k, v in recorded.items() if k in ("etag", "last_modified") and isinstance(v, str)}
+
+
+def download(url: str, destination: Path, sha256: Optional[str], where: str, validator: Optional[dict] = None,
+             max_bytes: Optional[int] = None, stall_timeout_s: float = DEFAULT_STALL_TIMEOUT_S):
     """Fetch ``url`` to ``destination``, resuming the part file of an earlier interrupted attempt.
 
+    Args:
+        validator: for a ``destination`` already cached, what :func:`read_validator` gives: the request is
+            conditional (``If-None-Match`` / ``If-Modified-Since``) and a 304 answer keeps the cached file.
+        max_bytes: the largest body accepted; a larger ``Content-Length`` or a longer body is refused.
+        stall_timeout_s: the longest wait for the next bytes (a silent server stops the download).
+
+    Returns:
+        :data:`NOT_MODIFIED` when the server confirmed the cached file, else None (``destination`` replaced).
+
     Raises:
-        FetchError: HTTP error, no answer, a cut connection (the part file is kept for the next attempt), a
-            short body or a sha256 mismatch (the part file is removed); the message names ``where``.
+        FetchError: HTTP error, a short body or a sha256 mismatch (the part file is removed), a file over
+            ``max_bytes``; :class:`ServerUnavailable` for no answer, a 5xx or a cut connection (the part file
+            is kept for the next attempt). The message names ``where``.
     """
     part = destination.with_name(f".{destination.name}.part")
     record = part.with_name(part.name + ".json")
@@ -56,15 +94,24 @@ def download(url: str, destination: Path, sha256: Optional[str], where: str) -> 
     if offset:
         request.add_header("Range", f"bytes={offset}-")
         request.add_header("If-Range", json.loads(record.read_text())["validator"])
+    elif validator:
+        if validator.get("etag"):
+            request.add_header("If-None-Match", validator["etag"])
+        if validator.get("last_modified"):
+            request.add_header("If-Modified-Since", validator["last_modified"])
     try:
-        response = urllib.request.urlopen(request, timeout=60)
+        response = urllib.request.urlopen(request, timeout=stall_timeout_s)
     except urllib.error.HTTPError as error:
+        if error.code == 304 and validator and not offset:
+            return NOT_MODIFIED
         if error.code == 416 and offset:  # the range no longer fits the file: start over
             _remove(part, record)
-            return download(url, destination, sha256, where)
-        raise FetchError(f"cannot fetch {where}: HTTP {error.code} {error.reason}") from None
+            return download(url, destination, sha256, where, validator, max_bytes, stall_timeout_s)
+        kind = ServerUnavailable if error.code >= 500 else FetchError
+        raise kind(f"cannot fetch {where}: HTTP {error.code} {error.reason}") from None
     except (urllib.error.URLError, http.client.HTTPException, OSError) as error:
-        raise FetchError(f"cannot fetch {where}: no answer ({type(error).__name__}: {error})") from None
+        raise ServerUnavailable(f"cannot fetch {where}: no answer ({type(error).__name__}: "
+                                f"{error})") from None
     with response:
         try:
             offset = _start_offset(response, offset, where)
@@ -73,18 +120,33 @@ def download(url: str, destination: Path, sha256: Optional[str], where: str) -> 
             raise
         if offset:
             logger.info("resuming %s from byte %d", where, offset)
-        total = _total_length(response, offset)
-        validator = response.headers.get("ETag") or response.headers.get("Last-Modified")
-        if validator:
-            record.write_text(json.dumps({"url": url, "validator": validator}))
+        total = _total_length(response, offset, where)
+        if max_bytes is not None and total is not None and total > max_bytes:
+            _remove(part, record)
+            raise FetchError(f"cannot fetch {where}: the server announces {total} bytes, more than the limit "
+                             f"of {max_bytes}; refused before downloading")
+        headers = {"etag": response.headers.get("ETag"),
+                   "last_modified": response.headers.get("Last-Modified")}
+        resume_with = headers["etag"] or headers["last_modified"]
+        if resume_with:
+            record.write_text(json.dumps({"url": url, "validator": resume_with}))
         elif record.exists():
             record.unlink()
-        next_time = ("the next fetch resumes there" if validator
+        next_time = ("the next fetch resumes there" if resume_with
                      else "the server sent no ETag or Last-Modified, so the next fetch starts over")
-        received = _append_body(response, part, offset, f"{where}: download interrupted", next_time)
+        try:
+            received = _append_body(response, part, offset, f"{where}: download interrupted", next_time,
+                                    max_bytes, stall_timeout_s)
+        except ServerUnavailable:
+            if not resume_with:
+                _remove(part, record)
+            raise
+        except FetchError:  # over the limit: nothing of it is kept
+            _remove(part, record)
+            raise
     if total is not None and received != total:
-        raise FetchError(f"cannot fetch {where}: download interrupted after {received} of {total} bytes; "
-                         f"{next_time}")
+        raise ServerUnavailable(f"cannot fetch {where}: download interrupted after {received} of {total} "
+                                f"bytes; {next_time}")
     if sha256 is not None:
         actual = file_sha256(part)
         if actual != sha256.lower():
@@ -92,8 +154,11 @@ def download(url: str, destination: Path, sha256: Optional[str], where: str) -> 
             raise FetchError(f"cannot fetch {where}: sha256 {actual} does not match the expected "
                              f"{sha256.lower()}")
     os.replace(part, destination)
+    known = {k: v for k, v in headers.items() if v}
+    validator_path(destination).write_text(json.dumps(known))
     if record.exists():
         record.unlink()
+    return None
 
 
 def _resumable_bytes(part: Path, record: Path, url: str) -> int:
@@ -123,24 +188,40 @@ def _start_offset(response, offset: int, where: str) -> int:
     return offset
 
 
-def _total_length(response, offset: int) -> Optional[int]:
+def _total_length(response, offset: int, where: str) -> Optional[int]:
     length = response.headers.get("Content-Length")
-    return None if length is None else offset + int(length)
+    if length is None:
+        return None
+    if not length.strip().isdigit():
+        raise FetchError(f"cannot fetch {where}: the server sent Content-Length {length[:40]!r}")
+    return offset + int(length)
 
 
-def _append_body(response, part: Path, offset: int, what: str, next_time: str) -> int:
-    """Write the body after the first ``offset`` bytes of the part file; returns the file's new size."""
+def _append_body(response, part: Path, offset: int, what: str, next_time: str,
+                 max_bytes: Optional[int] = None, stall_timeout_s: Optional[float] = None) -> int:
+    """Write the body after the first ``offset`` bytes of the part file; returns the file's new size.
+
+    Stops with a :class:`FetchError` once the file passes ``max_bytes`` (a body without end), and with a
+    :class:`ServerUnavailable` when the connection breaks or stalls past the socket's timeout.
+    """
     received = offset
     with open(part, "r+b" if offset else "wb") as out:
         out.truncate(offset)
         out.seek(offset)
         try:
-            for chunk in iter(lambda: response.read(CHUNK_BYTES), b""):
+            # read1: what has arrived, so that a stall keeps every byte received before it.
+            for chunk in iter(lambda: response.read1(CHUNK_BYTES), b""):
+                if max_bytes is not None and received + len(chunk) > max_bytes:
+                    raise FetchError(f"cannot fetch {what}: the body passed the limit of {max_bytes} bytes; "
+                                     "stopped and discarded")
                 out.write(chunk)
                 received += len(chunk)
+        except TimeoutError:
+            raise ServerUnavailable(f"cannot fetch {what} after {received} bytes: the server sent nothing "
+                                    f"for {stall_timeout_s} s; {next_time}") from None
         except (urllib.error.URLError, http.client.HTTPException, OSError) as error:
-            raise FetchError(f"cannot fetch {what} after {received} bytes ({type(error).__name__}: {error}); "
-                             f"{next_time}") from None
+            raise ServerUnavailable(f"cannot fetch {what} after {received} bytes ({type(error).__name__}: "
+                                    f"{error}); {next_time}") from None
         finally:
             out.flush()
             os.fsync(out.fileno())

@@ -39,6 +39,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", default=None,
                         help="Device (default: cuda:<local rank> with CUDA, else cpu).")
     parser.add_argument("--offline", action="store_true", help="Serve the model from the cache only.")
+    parser.add_argument("--refresh", action="store_true",
+                        help="Download the model's files anew instead of revalidating the cached copies.")
     parser.add_argument("--trust-remote-code", action="store_true",
                         help="Let a remote hyperparams.yaml build any object (not only the allowlist's).")
     parser.add_argument("--allow", action="append", default=[], metavar="NAME",
@@ -74,7 +76,8 @@ def evaluate(args: argparse.Namespace) -> Optional[dict]:
                 raise SpeechkitError(f"{args.manifest}: utterance '{utt_id}' has no field '{field}'")
     model = Pretrained.from_hparams(args.source, savedir=args.savedir, run_opts={"device": ctx.device},
                                     revision=args.revision, allow_network=not args.offline,
-                                    trust_remote_code=args.trust_remote_code, allow=args.allow)
+                                    trust_remote_code=args.trust_remote_code, allow=args.allow,
+                                    force_download=args.refresh)
     # Longest first, ties by id: a deterministic order whose round-robin shards balance the audio.
     order = sorted(data, key=lambda i: (-float(data[i].get("duration", 0.0)), i))
     shard = shard_round_robin(order, ctx.rank, ctx.world_size)

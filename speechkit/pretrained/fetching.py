@@ -12,6 +12,11 @@ A download writes a part file that is renamed only once complete (and, if given,
 so an interrupted download never leaves a file that looks present; the next attempt resumes it
 (:mod:`speechkit.pretrained.download`). A file lock per cached file lets
 one process download while every other rank or job on the machine waits and then reuses the result.
+A cached URL file is revalidated with the server on each fetch (a conditional request: a 304 answer costs no
+download) unless offline, pinned by ``sha256`` or the cache is read-only; ``force_download`` fetches it anew.
+
+Every name that becomes a path is checked to stay inside its folder (:mod:`speechkit.pretrained.names`), and
+URL sources are http(s) only: ``file://`` would read this machine's files.
 
 Example:
     >>> path = fetch("model.ckpt", "speechkit/asr-ctc-mini", savedir="pretrained/asr")  # doctest: +SKIP
@@ -37,7 +42,16 @@ from typing import Optional, Union
 import filelock
 
 from speechkit.errors import FetchError
-from speechkit.pretrained.download import download, file_sha256
+from speechkit.pretrained.download import (
+    DEFAULT_STALL_TIMEOUT_S,
+    NOT_MODIFIED,
+    ServerUnavailable,
+    download,
+    file_sha256,
+    read_validator,
+)
+from speechkit.pretrained.hub_files import hub_file
+from speechkit.pretrained.names import check_relative_name, inside
 
 logger = logging.getLogger(__name__)
 
@@ -80,6 +94,18 @@ class FetchSource:
                                  f"{', '.join(k.value for k in FetchFrom)}")
             object.__setattr__(self, "kind", by_name[text.lower()])
         object.__setattr__(self, "path", os.fspath(self.path))
+        if self.kind is FetchFrom.URL:
+            check_url_scheme(self.path, "FetchSource")
+
+
+def check_url_scheme(url: str, what: str) -> str:
+    """``url`` when it is http(s); any other scheme (``file://``, ``ftp://``, ``data:``) is refused, since a
+    URL source is fetched through urllib, which would read this machine's files for ``file://``."""
+    scheme = urllib.parse.urlsplit(url).scheme.lower()
+    if scheme not in ("http", "https"):
+        raise FetchError(f"{what}: URL source {url!r} has scheme {scheme or 'none'!r}; only http:// and "
+                         "https:// are fetched (use a local folder for files of this machine)")
+    return url
 
 
 class FetchStrategy(enum.Enum):
@@ -112,6 +138,11 @@ def resolve_source(source: Source) -> FetchSource:
     if _REPO_ID.match(text) and not text.startswith(".") and "/" in text:
         return FetchSource(FetchFrom.HUGGING_FACE, text)
     return FetchSource(FetchFrom.LOCAL, text)
+
+
+def is_repo_id(text: str) -> bool:
+    """Whether ``text`` is spelled as a Hub repo id (``owner/name`` or ``name``)."""
+    return bool(_REPO_ID.match(text))
 
 
 def describe(source: FetchSource, revision: Optional[str] = None) -> str:
@@ -156,6 +187,10 @@ def fetch(
     save_filename: Optional[str] = None,
     cache_dir: Optional[Union[str, os.PathLike]] = None,
     lock_timeout_s: float = DEFAULT_LOCK_TIMEOUT_S,
+    force_download: bool = False,
+    max_bytes: Optional[int] = None,
+    size: Optional[int] = None,
+    stall_timeout_s: float = DEFAULT_STALL_TIMEOUT_S,
 ) -> pathlib.Path:
     """Make ``filename`` from ``source`` available and return its path.
 
@@ -173,6 +208,14 @@ def fetch(
         cache_dir: download cache (default ``$SPEECHKIT_CACHE`` or ``~/.cache/speechkit``; Hub files go to
             huggingface_hub's cache unless this is given, then to ``cache_dir/huggingface``).
         lock_timeout_s: how long to wait for another process downloading the same file.
+        force_download: download again even when the cache holds the file (``--refresh``). Without it, a
+            cached URL file is revalidated with the server (``If-None-Match`` / ``If-Modified-Since``) unless
+            offline or pinned by ``sha256``; Hub files are revalidated by huggingface_hub.
+        max_bytes: the largest file accepted (URL files): a larger ``Content-Length``, or a body growing past
+            it, is refused and nothing is kept.
+        size: the file's exact size in bytes, when known: any other size is refused (and the download stops
+            there).
+        stall_timeout_s: a download whose server sends nothing for this long stops (and resumes next time).
 
     Returns:
         The path of the usable file.
@@ -182,23 +225,51 @@ def fetch(
     """
     fetch_source = resolve_source(source)
     strategy = as_strategy(strategy)
+    where = f"'{filename}' from {describe(fetch_source, revision)}"
+    check_relative_name(filename, f"fetching {where}: file name")
     if strategy is not FetchStrategy.IN_PLACE and savedir is None:
-        raise FetchError(f"fetching '{filename}' from {describe(fetch_source, revision)}: savedir is "
-                         f"required with strategy '{strategy.value}'")
+        raise FetchError(f"fetching {where}: savedir is required with strategy '{strategy.value}'")
     online = network_allowed(allow_network)
+    limits = _Limits(max_bytes, size, stall_timeout_s)
     if fetch_source.kind is FetchFrom.LOCAL:
         stored = _local_file(filename, fetch_source)
     elif fetch_source.kind is FetchFrom.HUGGING_FACE:
-        stored = _hub_file(filename, fetch_source, revision, online, cache_dir)
+        stored = hub_file(filename, fetch_source.path, revision, online, cache_dir, force_download,
+                          limits.cap, where)
     else:
-        stored = _url_file(filename, fetch_source, online, cache_dir, sha256, lock_timeout_s)
+        stored = _url_file(filename, fetch_source, online, cache_dir, sha256, lock_timeout_s, force_download,
+                           limits)
     if sha256 is not None and fetch_source.kind is not FetchFrom.URL:  # URL downloads are checked on arrival
-        _check_sha256(stored, sha256, f"'{filename}' from {describe(fetch_source, revision)}")
+        _check_sha256(stored, sha256, where)
+    limits.check_stored(stored, where)
     if strategy is FetchStrategy.IN_PLACE:
         return stored
-    destination = pathlib.Path(savedir) / (save_filename or filename)
+    destination = inside(savedir, save_filename or filename, f"fetching {where}: save name")
     place(stored, destination, strategy)
     return destination
+
+
+@dataclass(frozen=True)
+class _Limits:
+    """Size and time bounds of one fetch (see :func:`fetch`)."""
+
+    max_bytes: Optional[int]
+    size: Optional[int]
+    stall_timeout_s: float
+
+    @property
+    def cap(self) -> Optional[int]:
+        """The most bytes a download may bring."""
+        caps = [n for n in (self.max_bytes, self.size) if n is not None]
+        return min(caps) if caps else None
+
+    def check_stored(self, path: pathlib.Path, where: str) -> None:
+        """A file already on disk (local, cached, from the Hub) must fit the limits too."""
+        actual = path.stat().st_size
+        if self.size is not None and actual != self.size:
+            raise FetchError(f"{where}: {path} has {actual} bytes, expected {self.size}")
+        if self.max_bytes is not None and actual > self.max_bytes:
+            raise FetchError(f"{where}: {path} has {actual} bytes, more than the limit of {self.max_bytes}")
 
 
 # ----------------------------------------------------------------------------------------------- local
@@ -210,50 +281,6 @@ def _local_file(filename: str, source: FetchSource) -> pathlib.Path:
             hint = f" (for the Hub repo, pass FetchSource('huggingface', '{source.path}'))"
         raise FetchError(f"cannot fetch '{filename}' from {describe(source)}: {path} does not exist{hint}")
     return path
-
-
-# ------------------------------------------------------------------------------------------------- hub
-def _hub_cache_dir(cache_dir) -> Optional[str]:
-    """The Hub cache, read from the environment at call time (huggingface_hub reads it once at import)."""
-    if cache_dir is not None:
-        return str(pathlib.Path(cache_dir) / "huggingface")
-    if os.environ.get("HF_HUB_CACHE"):
-        return os.environ["HF_HUB_CACHE"]
-    if os.environ.get("HF_HOME"):
-        return os.path.join(os.environ["HF_HOME"], "hub")
-    return None
-
-
-def _hub_file(filename, source, revision, online, cache_dir) -> pathlib.Path:
-    from huggingface_hub import hf_hub_download
-    from huggingface_hub.errors import EntryNotFoundError, LocalEntryNotFoundError, RepositoryNotFoundError
-
-    where = f"'{filename}' from {describe(source, revision)}"
-    try:
-        path = hf_hub_download(
-            repo_id=source.path, filename=filename, revision=revision, cache_dir=_hub_cache_dir(cache_dir),
-            local_files_only=not online,
-            # Passed explicitly so that HF_ENDPOINT set after huggingface_hub was imported still counts.
-            endpoint=os.environ.get("HF_ENDPOINT") or None,
-        )
-    except LocalEntryNotFoundError as error:
-        if not online:
-            cache = _hub_cache_dir(cache_dir) or "(huggingface_hub default)"
-            raise FetchError(f"offline (HF_HUB_OFFLINE=1 or allow_network=False): {where} is not in the "
-                             f"cache {cache}; fetch it once on a machine with network access into the same "
-                             "cache") from None
-        raise FetchError(f"cannot fetch {where}: the Hub is unreachable and the file is not cached "
-                         f"({error})") from None
-    except EntryNotFoundError:
-        raise FetchError(f"cannot fetch {where}: the repo has no such file") from None
-    except RepositoryNotFoundError:
-        raise FetchError(f"cannot fetch {where}: no such repo (or it is private and no token was "
-                         "given)") from None
-    except (OSError, ValueError) as error:
-        raise FetchError(f"cannot fetch {where}: {error}") from None
-    except Exception as error:  # huggingface_hub's HTTP errors derive from its own hierarchy
-        raise FetchError(f"cannot fetch {where}: {type(error).__name__}: {error}") from None
-    return pathlib.Path(path)
 
 
 # ------------------------------------------------------------------------------------------------- url
@@ -268,21 +295,43 @@ def url_cache_path(url: str, filename: str, cache_dir=None) -> pathlib.Path:
     return root / "url" / hashlib.sha256(url.encode()).hexdigest()[:24] / pathlib.Path(filename).name
 
 
-def _url_file(filename, source, online, cache_dir, sha256, lock_timeout_s) -> pathlib.Path:
+def _url_file(filename, source, online, cache_dir, sha256, lock_timeout_s, force_download,
+              limits: _Limits) -> pathlib.Path:
     url = url_of(source, filename)
+    check_url_scheme(url, f"fetching '{filename}'")
     cached = url_cache_path(url, filename, cache_dir)
     where = f"'{filename}' from URL '{url}'"
-    if _is_usable(cached, sha256):  # fast path: no lock, works on read-only caches
-        return cached
+    if _is_usable(cached, sha256) and (not online or not os.access(cached.parent, os.W_OK)):
+        return cached  # offline, or a read-only cache that could not take a newer file anyway: no lock
+    if _is_usable(cached, sha256) and sha256 is not None and not force_download:
+        return cached  # pinned by its digest: the server cannot change what is used
     if not online:
         raise FetchError(f"offline (HF_HUB_OFFLINE=1 or allow_network=False): {where} is not in the cache "
                          f"{cached}; fetch it once on a machine with network access into the same cache")
+    was_cached = _is_usable(cached, sha256)
     cached.parent.mkdir(parents=True, exist_ok=True)
     with _lock(cached, lock_timeout_s, where):
-        if _is_usable(cached, sha256):  # another process finished it while we waited
+        if not was_cached and _is_usable(cached, sha256):
+            return cached  # another process downloaded it while we waited: fresh, no need to ask again
+        validator = None if force_download else _cached_validator(cached, sha256)
+        try:
+            outcome = download(url, cached, sha256, where, validator=validator, max_bytes=limits.cap,
+                               stall_timeout_s=limits.stall_timeout_s)
+        except FetchError as error:
+            if validator is None or not isinstance(error, ServerUnavailable):
+                raise
+            # As huggingface_hub does: a server that cannot be asked leaves the cached copy in use.
+            logger.warning("cannot revalidate %s (%s); using the cached copy %s", where, error, cached)
             return cached
-        download(url, cached, sha256, where)
+        if outcome is NOT_MODIFIED:
+            logger.debug("%s: not modified since it was cached", where)
     return cached
+
+
+def _cached_validator(cached: pathlib.Path, sha256: Optional[str]) -> Optional[dict]:
+    """The validator recorded with a usable cached file (``{}`` when the server sent none), or None when
+    there is no usable cached file."""
+    return read_validator(cached) if _is_usable(cached, sha256) else None
 
 
 def _is_usable(path: pathlib.Path, sha256: Optional[str]) -> bool:

@@ -10,6 +10,9 @@ nothing from the folder runs.
   a CTC head (``lm_head``, ``Wav2Vec2ForCTC``) is returned in ``extra``.
 - :func:`export_wav2vec2` writes speechkit's model back as a folder ``transformers`` loads.
 
+``config.json`` is checked field by field against sane bounds before the model is built
+(:mod:`speechkit.pretrained.huggingface_config`).
+
 Example:
     >>> model, extra = load_wav2vec2("facebook/wav2vec2-base", savedir="pretrained/w2v")  # doctest: +SKIP
     >>> export_wav2vec2(model, "exported/w2v")  # doctest: +SKIP
@@ -25,6 +28,8 @@ from typing import Optional, Union
 from speechkit.errors import CheckpointError, FetchError
 from speechkit.models.wav2vec2 import Wav2Vec2Config, Wav2Vec2Model, Wav2Vec2Pretraining
 from speechkit.pretrained.fetching import fetch
+from speechkit.pretrained.huggingface_config import MAX_CONFIG_BYTES, check_wav2vec2_config, read_json_config
+from speechkit.pretrained.limits import DEFAULT_LIMITS
 from speechkit.pretrained.loading import load_weights, save_weights
 
 logger = logging.getLogger(__name__)
@@ -161,16 +166,15 @@ def load_wav2vec2(source: Union[str, os.PathLike], savedir: Optional[Union[str, 
     strategy = "symlink" if savedir is not None else "in_place"
     options = dict(savedir=savedir, strategy=strategy, revision=revision, allow_network=allow_network,
                    cache_dir=cache_dir)
-    config_path = fetch("config.json", source, **options)
-    try:
-        hf_config = json.loads(open(config_path, encoding="utf-8").read())
-    except (OSError, ValueError) as error:
-        raise CheckpointError(f"{config_path}: not a readable JSON config ({error})") from None
+    config_path = fetch("config.json", source, max_bytes=MAX_CONFIG_BYTES, **options)
+    hf_config = read_json_config(config_path, str(config_path))
+    check_wav2vec2_config(hf_config, str(config_path))  # before anything is built from it
     config = config_from_huggingface(hf_config, str(config_path))
     weights_path = None
     for name in ("model.safetensors", "pytorch_model.bin"):
         try:
-            weights_path = fetch(name, source, **options)
+            # Bounded: a server streaming without Content-Length stops at the limit.
+            weights_path = fetch(name, source, max_bytes=DEFAULT_LIMITS.max_file_bytes, **options)
             break
         except FetchError as error:
             missing = error

@@ -39,6 +39,8 @@ from speechkit.pretrained.fetching import (
     fetch,
     resolve_source,
 )
+from speechkit.pretrained.interface_keys import check_interface_keys, describe_value, key_place
+from speechkit.pretrained.limits import DEFAULT_LIMITS, SourceLimits
 
 logger = logging.getLogger(__name__)
 
@@ -60,6 +62,7 @@ class Pretrained(torch.nn.Module):
         for key in self.REQUIRED_KEYS:
             if key not in hparams:
                 raise HparamsError(f"{source_description}: key '{key}' is required by {type(self).__name__}")
+        check_interface_keys({**hparams, "modules": modules}, source_description)
         self.hparams = hparams
         self.mods = torch.nn.ModuleDict(modules)
         self.device = torch.device(_option(run_opts, "device") or "cpu")
@@ -78,7 +81,8 @@ class Pretrained(torch.nn.Module):
     def from_hparams(cls, source, savedir=None, hparams_file: str = "hyperparams.yaml", overrides=None,
                      run_opts=None, trust_remote_code: bool = False, revision: Optional[str] = None,
                      strategy: Union[FetchStrategy, str] = FetchStrategy.SYMLINK, allow_network: bool = True,
-                     cache_dir=None, allow: Sequence[str] = ()):
+                     cache_dir=None, allow: Sequence[str] = (), force_download: bool = False,
+                     limits: Optional[SourceLimits] = None):
         """Fetch a model folder's ``hyperparams.yaml`` and files, build the modules and load the weights.
 
         Args:
@@ -95,6 +99,8 @@ class Pretrained(torch.nn.Module):
             cache_dir: the download cache (default: speechkit's cache, see docs/pretrained.md).
             allow: exact dotted names (``"mypackage.MyEncoder"``) a remote YAML may build on top of the
                 built-in allowlist (see docs/pretrained.md); ignored with ``trust_remote_code``.
+            force_download: fetch every remote file anew instead of revalidating the cached copy.
+            limits: size and time limits for a non-local source (default: :class:`SourceLimits`'s).
 
         Raises:
             UnsafeSourceError: a remote YAML asks for an object outside the allowlist (naming tag and file).
@@ -108,29 +114,51 @@ class Pretrained(torch.nn.Module):
         elif pathlib.Path(savedir).exists() and local and os.path.samefile(savedir, fetch_source.path):
             strategy = FetchStrategy.IN_PLACE
         where = f"{hparams_file} from {describe(fetch_source, revision)}"
-        common = dict(revision=revision, allow_network=allow_network, cache_dir=cache_dir)
-        yaml_path = fetch(hparams_file, fetch_source, savedir, strategy=strategy, **common)
+        limits = limits or DEFAULT_LIMITS
+        common = dict(revision=revision, allow_network=allow_network, cache_dir=cache_dir,
+                      force_download=force_download)
+        if not local:  # a remote folder is bounded in size and time (docs/pretrained.md, "Limits")
+            common["stall_timeout_s"] = limits.stall_timeout_s
+        yaml_path = fetch(hparams_file, fetch_source, savedir, strategy=strategy,
+                          max_bytes=None if local else limits.max_yaml_bytes, **common)
         if local:  # read the original, so that !include paths resolve next to it, not next to a link
             yaml_path = pathlib.Path(os.path.expanduser(fetch_source.path)) / hparams_file
-        guard = None
-        if not (local or trust_remote_code):  # vetted before anything is imported (docs/pretrained.md)
-            from speechkit.pretrained.safety import UntrustedYamlGuard, check_yaml_is_safe
+        guard, text = None, None
+        if not local:  # vetted before anything is imported (docs/pretrained.md)
+            from speechkit.pretrained.names import check_pretrainer_names
+            from speechkit.pretrained.safety import (
+                UntrustedYamlGuard,
+                check_yaml_is_safe,
+                read_untrusted_yaml,
+            )
 
-            guard = UntrustedYamlGuard(where, allow=allow, overrides=overrides)
-            check_yaml_is_safe(pathlib.Path(yaml_path).read_text(), where, allowlist=guard.allowlist)
+            text = read_untrusted_yaml(yaml_path, where, limits)
+            check_pretrainer_names(text, where)
+            if not trust_remote_code:
+                guard = UntrustedYamlGuard(where, allow=allow, overrides=overrides, limits=limits)
+                check_yaml_is_safe(text, where, allowlist=guard.allowlist)
         try:
             hparams = load_hparams(yaml_path, overrides, guard=guard)
         except HparamsError as error:
             raise HparamsError(f"{where}: {error}") from None
         pretrainer = hparams.get("pretrainer")
         if pretrainer is not None:
+            from speechkit.pretrained.pretrainer import Pretrainer
+
+            if not isinstance(pretrainer, Pretrainer):
+                raise HparamsError(f"{key_place(where, text, 'pretrainer')}: key 'pretrainer' must be a "
+                                   f"speechkit.pretrained.Pretrainer, got {describe_value(pretrainer)}")
             collect_in = savedir if savedir is not None else pathlib.Path(yaml_path).parent
             pretrainer.set_collect_in(collect_in)
             pretrainer.strategy = as_strategy(strategy)
+            pretrainer.force_download = force_download
+            if not local:
+                pretrainer.fetch_limits = dict(max_bytes=limits.max_file_bytes,
+                                               stall_timeout_s=limits.stall_timeout_s)
             if pretrainer.revision is None:
                 pretrainer.revision = revision
             if not (local or trust_remote_code):
-                pretrainer.refuse_local_paths(fetch_source, where)
+                pretrainer.refuse_unsafe_sources(fetch_source, where)
             pretrainer.collect_files(default_source=fetch_source, allow_network=allow_network,
                                      cache_dir=cache_dir)
             classes = {name: obj for name, obj in pretrainer.loadables.items() if isinstance(obj, type)}
@@ -139,6 +167,9 @@ class Pretrained(torch.nn.Module):
         interface = cls._declared_interface(hparams, where)
         if "modules" not in hparams:
             raise HparamsError(f"{where}: key 'modules' is required by {interface.__name__}")
+        if text is None:
+            text = pathlib.Path(yaml_path).read_text(encoding="utf-8", errors="replace")
+        check_interface_keys(hparams, where, text)
         return interface(hparams["modules"], hparams, run_opts=run_opts, source_description=where)
 
     @classmethod

@@ -37,9 +37,11 @@ from speechkit.pretrained.fetching import (
     FetchStrategy,
     as_strategy,
     fetch,
+    is_repo_id,
     resolve_source,
 )
 from speechkit.pretrained.loading import LoadReport, describe_report, load_into, load_weights
+from speechkit.pretrained.names import check_file_name
 
 logger = logging.getLogger(__name__)
 
@@ -59,13 +61,14 @@ class Pretrainer:
         strategy: how files appear in ``collect_in`` (``symlink``, ``copy``, ``in_place``).
         sha256: name -> expected hex digest of its file.
         revision: Hub revision used for files of a Hub source given without one.
+        sizes: name -> exact size of its file in bytes: another size is refused, and a download stops there.
     """
 
     def __init__(self, collect_in: Union[str, os.PathLike] = "model_checkpoints",
                  loadables: Optional[dict] = None, paths: Optional[dict] = None,
                  custom_hooks: Optional[dict] = None,
                  strategy: Union[FetchStrategy, str] = FetchStrategy.SYMLINK, sha256: Optional[dict] = None,
-                 revision: Optional[str] = None):
+                 revision: Optional[str] = None, sizes: Optional[dict] = None):
         self.collect_in = pathlib.Path(collect_in)
         self.loadables = dict(loadables or {})
         self.paths = dict(paths or {})
@@ -73,7 +76,11 @@ class Pretrainer:
         self.strategy = as_strategy(strategy)
         self.sha256 = dict(sha256 or {})
         self.revision = revision
+        self.sizes = dict(sizes or {})
         self.collected: dict = {}
+        #: Bounds on downloads (``fetch`` arguments), set by ``from_hparams`` for a non-local source.
+        self.fetch_limits: dict = {}
+        self.force_download = False
         unknown = set(self.paths) - set(self.loadables)
         if unknown:
             raise FetchError(f"Pretrainer: paths {sorted(unknown)} name no loadable "
@@ -115,17 +122,34 @@ class Pretrainer:
                 return repo, inner
         return head, filename
 
-    def refuse_local_paths(self, default_source, where: str) -> None:
-        """Raise UnsafeSourceError if a path names a file of this machine (for YAMLs from remote sources)."""
+    def refuse_unsafe_sources(self, default_source, where: str) -> None:
+        """Raise UnsafeSourceError unless every path names a remote file: an http(s) URL or a Hub repo.
+
+        For YAMLs from remote sources: a local path, a ``file://`` URL or any other scheme would make the
+        model read this machine's files.
+        """
         from speechkit.errors import UnsafeSourceError
+        from speechkit.pretrained.fetching import check_url_scheme
 
         for name in self.loadables:
             source, filename = self.locate(name, default_source)
-            if resolve_source(source).kind is FetchFrom.LOCAL:
+            try:
+                resolved = resolve_source(source)
+            except FetchError as error:
+                raise UnsafeSourceError(f"{where}: the pretrainer path of '{name}': {error}") from None
+            if resolved.kind is FetchFrom.LOCAL:
                 raise UnsafeSourceError(f"{where}: the pretrainer path of '{name}' names a file of this "
                                         f"machine ({source}/{filename}); a YAML from a non-local source may "
                                         "only name remote files (pass trust_remote_code=True if you trust "
                                         "this source)")
+            if resolved.kind is FetchFrom.URL:
+                try:
+                    check_url_scheme(resolved.path, f"the pretrainer path of '{name}'")
+                except FetchError as error:
+                    raise UnsafeSourceError(f"{where}: {error}") from None
+            elif not is_repo_id(resolved.path):
+                raise UnsafeSourceError(f"{where}: the pretrainer path of '{name}' names the Hub repo "
+                                        f"{resolved.path!r}, which is not a repo id (owner/name)")
 
     def collect_files(self, default_source=None, allow_network: bool = True,
                       cache_dir=None) -> dict:
@@ -163,11 +187,13 @@ class Pretrainer:
             source, filename = self.locate(name, default_source)
             saved = pathlib.Path(filename).name
             if saved in used:  # two loadables with files of one name (from different sources)
-                saved = f"{name}.{saved}"
+                saved = f"{check_file_name(name, 'Pretrainer: loadable name')}.{saved}"
             used.add(saved)
             collected[name] = fetch(filename, resolve_source(source), self.collect_in, strategy=self.strategy,
                                     revision=self.revision, sha256=self.sha256.get(name),
-                                    allow_network=allow_network, save_filename=saved, cache_dir=cache_dir)
+                                    allow_network=allow_network, save_filename=saved, cache_dir=cache_dir,
+                                    size=self.sizes.get(name), force_download=self.force_download,
+                                    **self.fetch_limits)
         return collected
 
     # -------------------------------------------------------------------------------------------- load

@@ -24,6 +24,8 @@ Example:
 """
 from __future__ import annotations
 
+import os
+import pathlib
 import re
 from collections.abc import Iterable
 from typing import Optional
@@ -31,8 +33,9 @@ from typing import Optional
 import ruamel.yaml
 import yaml
 
-from speechkit.errors import UnsafeSourceError
+from speechkit.errors import HparamsError, UnsafeSourceError
 from speechkit.pretrained.allowlist import LOADABLE, Allowlist, default_allowlist
+from speechkit.pretrained.limits import DEFAULT_LIMITS, SourceLimits
 
 #: Largest number of nodes a remote YAML may expand to (anchors and aliases can multiply a small file).
 MAX_EXPANDED_NODES = 200_000
@@ -59,17 +62,95 @@ def check_yaml_is_safe(text: str, filename: str, allow: Iterable[str] = (),
     allowlist = allowlist or default_allowlist()
     if allow:
         allowlist = allowlist.extended(allow)
+    check_nesting(text, filename)
     try:
         root = ruamel.yaml.YAML().compose(text)
     except ruamel.yaml.YAMLError as error:
-        raise UnsafeSourceError(f"{filename}: cannot be vetted, it does not parse as YAML "
-                                f"({error})") from None
+        # Line and problem only: the error's snippet would quote the file, which may be anything.
+        mark = getattr(error, "problem_mark", None) or getattr(error, "context_mark", None)
+        line = f", line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(error, "problem", None) or type(error).__name__
+        raise UnsafeSourceError(f"{filename}{line}: cannot be vetted, it does not parse as YAML "
+                                f"({problem})") from None
+    except RecursionError:
+        raise UnsafeSourceError(f"{filename}: cannot be vetted, it is nested too deeply for the YAML "
+                                "parser") from None
     size = _expanded_size(root, {})
     if size > MAX_EXPANDED_NODES:
         raise UnsafeSourceError(f"{filename}: expands to {size} YAML nodes through anchors and aliases (more "
                                 f"than {MAX_EXPANDED_NODES}); refused")
     for node in sorted(_walk(root), key=lambda n: n.start_mark.index):  # report the first in the file
         _check_node(node, filename, allowlist)
+
+
+def read_untrusted_yaml(path, where: str, limits: SourceLimits = DEFAULT_LIMITS) -> str:
+    """The text of a YAML from a non-local source, refused before parsing when it is too large, not UTF-8
+    or nested too deeply (:class:`UnsafeSourceError` / :class:`HparamsError` naming the file and line)."""
+    size = os.path.getsize(path)
+    if size > limits.max_yaml_bytes:
+        raise UnsafeSourceError(f"{where}: {size} bytes, more than the limit of {limits.max_yaml_bytes} for "
+                                "a YAML from a non-local source (raise it with "
+                                "limits=SourceLimits(max_yaml_bytes=...)); refused before parsing")
+    data = pathlib.Path(path).read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = data.count(b"\n", 0, error.start) + 1
+        raise HparamsError(f"{where}, line {line}: byte {error.start} (0x{data[error.start]:02x}) is not "
+                           "UTF-8; a hyperparams file must be UTF-8 text") from None
+    check_nesting(text, where, limits.max_nesting)
+    return text
+
+
+def check_nesting(text: str, where: str, limit: int = DEFAULT_LIMITS.max_nesting) -> None:
+    """Refuse, naming the line, a YAML nested deeper than ``limit`` brackets or block levels (the parsers
+    recurse once per level and would end in a RecursionError)."""
+    depth, quote, indents = 0, None, [0]
+    for number, line in enumerate(text.splitlines(), start=1):
+        stripped = line.lstrip(" ")
+        if stripped and not stripped.startswith("#") and depth == 0:
+            indent = len(line) - len(stripped)
+            while indent < indents[-1]:
+                indents.pop()
+            if indent > indents[-1]:
+                indents.append(indent)
+            dashes = re.match(r"^(?:-\s+)*", stripped).group(0).count("-")  # "- - - x" nests too
+            if len(indents) + dashes > limit:
+                raise UnsafeSourceError(f"{where}, line {number}: nested more than {limit} levels deep; "
+                                        "refused")
+        for char in line:
+            if quote:
+                quote = None if char == quote else quote
+            elif char in "'\"" and depth:
+                quote = char
+            elif char == "#" and depth == 0:
+                break
+            elif char in "[{":
+                depth += 1
+                if depth > limit:
+                    raise UnsafeSourceError(f"{where}, line {number}: brackets nested more than {limit} "
+                                            "deep; refused")
+            elif char in "]}" and depth:
+                depth -= 1
+
+
+def reference_places(text: str) -> dict:
+    """``!ref``/``!copy`` text -> ``(dotted key, line)`` of the node holding it (for messages)."""
+    try:
+        root = ruamel.yaml.YAML().compose(text)
+    except (ruamel.yaml.YAMLError, RecursionError):
+        return {}
+    places: dict = {}
+    stack = [(root, "")]
+    while stack:
+        node, key = stack.pop()
+        if isinstance(node, ruamel.yaml.MappingNode):
+            stack.extend((value, f"{key}.{k.value}" if key else str(k.value)) for k, value in node.value)
+        elif isinstance(node, ruamel.yaml.SequenceNode):
+            stack.extend((value, f"{key}[{i}]") for i, value in enumerate(node.value))
+        elif node is not None and _tag(node) in ("!ref", "!copy"):
+            places.setdefault(str(node.value), (key, node.start_mark.line + 1))
+    return places
 
 
 class UntrustedYamlGuard:
@@ -84,13 +165,32 @@ class UntrustedYamlGuard:
         overrides: the caller's overrides; the names their tags build are trusted too.
     """
 
-    def __init__(self, where: str, allow: Iterable[str] = (), overrides=None):
+    def __init__(self, where: str, allow: Iterable[str] = (), overrides=None,
+                 limits: SourceLimits = DEFAULT_LIMITS):
         self.where = where
+        self.limits = limits
         self.allowlist = default_allowlist().extended(list(allow) + _override_targets(overrides))
         self.loader = _guarded_loader(self.allowlist, where)
+        self._references: dict = {}
 
     def check(self, text: str) -> None:
-        check_yaml_is_safe(text, f"{self.where} (after overrides)", allowlist=self.allowlist)
+        # The whole vetting again, on the very text hyperpyyaml gets: the file may have been replaced since
+        # it was first read (another process refreshing the cache), and overrides change it.
+        from speechkit.pretrained.names import check_pretrainer_names
+
+        where = f"{self.where} (after overrides)"
+        if len(text.encode("utf-8")) > self.limits.max_yaml_bytes + (1 << 16):  # room for the overrides
+            raise UnsafeSourceError(f"{where}: more than the limit of {self.limits.max_yaml_bytes} bytes")
+        check_nesting(text, where, self.limits.max_nesting)
+        check_yaml_is_safe(text, where, allowlist=self.allowlist)
+        check_pretrainer_names(text, where)
+        self._references = reference_places(text)
+
+    def building(self):
+        """The context hyperpyyaml builds in: ``!ref`` resolution bounded by the limits."""
+        from speechkit.pretrained.reference_bounds import bounded_references
+
+        return bounded_references(self.limits, self.where, self._references)
 
 
 def _check_node(node, filename: str, allowlist: Allowlist) -> None:

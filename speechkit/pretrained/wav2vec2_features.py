@@ -17,7 +17,6 @@ Example:
 """
 from __future__ import annotations
 
-import json
 from typing import Optional, Union
 
 import torch
@@ -54,6 +53,11 @@ class Wav2Vec2Features(Pretrained):
         Waveforms are normalized when the folder's ``preprocessor_config.json`` says ``do_normalize``
         (or has no such file), as transformers' feature extractor does.
         """
+        from speechkit.pretrained.huggingface_config import (
+            MAX_CONFIG_BYTES,
+            check_preprocessor_config,
+            read_json_config,
+        )
         from speechkit.pretrained.huggingface_wav2vec2 import load_wav2vec2
 
         options = dict(revision=revision, allow_network=allow_network, cache_dir=cache_dir)
@@ -61,10 +65,12 @@ class Wav2Vec2Features(Pretrained):
         normalize, rate = True, 16000
         try:
             strategy = "symlink" if savedir is not None else "in_place"
-            path = fetch("preprocessor_config.json", source, savedir, strategy=strategy, **options)
-            preprocessor = json.loads(path.read_text(encoding="utf-8"))
-            normalize = bool(preprocessor.get("do_normalize", True))
-            rate = int(preprocessor.get("sampling_rate", rate))
+            path = fetch("preprocessor_config.json", source, savedir, strategy=strategy,
+                         max_bytes=MAX_CONFIG_BYTES, **options)
+            preprocessor = read_json_config(path, str(path))
+            check_preprocessor_config(preprocessor, str(path))  # "false" is not false, "16k" not a rate
+            normalize = preprocessor.get("do_normalize", True)
+            rate = preprocessor.get("sampling_rate", rate)
         except FetchError:
             pass  # a folder without a feature-extractor config: the usual 16 kHz, normalized
         modules = {"wav2vec2": model.wav2vec2 if isinstance(model, Wav2Vec2Pretraining) else model}

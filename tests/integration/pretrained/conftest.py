@@ -81,6 +81,32 @@ class _Server:
                 time.sleep(delay_s)
             handler.wfile.write(data[start:start + 4096])
 
+    def send_endless(self, handler, block: bytes, limit_s: float = 60.0):
+        """A body without Content-Length that never ends (until the client hangs up, or ``limit_s``)."""
+        path = urllib.parse.urlsplit(handler.path).path
+        handler.send_response(200)
+        handler.send_header("Content-Type", "application/octet-stream")
+        handler.send_header("Connection", "close")
+        handler.end_headers()
+        handler.close_connection = True
+        deadline = time.monotonic() + limit_s
+        try:
+            while time.monotonic() < deadline:
+                handler.wfile.write(block)
+                self.endless_sent[path] += len(block)
+        except OSError:
+            pass  # the client stopped reading: what a bounded download does
+
+    def send_stalling(self, handler, sent: int, silent_s: float = 30.0):
+        """Promise a MiB, send ``sent`` bytes, then say nothing for ``silent_s``."""
+        handler.send_response(200)
+        handler.send_header("Content-Length", str(1 << 20))
+        handler.end_headers()
+        handler.wfile.write(b"x" * sent)
+        handler.wfile.flush()
+        handler.close_connection = True
+        time.sleep(silent_s)
+
     def send_error(self, handler, status: int, headers=None):
         handler.send_response(status)
         for key, value in (headers or {}).items():
@@ -100,7 +126,9 @@ class _Server:
 class FileServer(_Server):
     """Serves ``files`` (URL path -> bytes) with an ETag, and byte ranges unless ``ranges`` is False.
     ``drop_after[path] = n`` cuts the connection after n bytes; ``delay_s`` slows every 4 KiB chunk (to make
-    concurrent downloads overlap); ``range_requests`` lists the ``Range`` headers received, in order."""
+    concurrent downloads overlap); ``range_requests`` lists the ``Range`` headers received, in order; a
+    request whose ``If-None-Match`` matches gets a 304 (counted in ``not_modified``) unless ``validators`` is
+    False (then no ETag is sent either)."""
 
     def __init__(self):
         super().__init__()
@@ -109,16 +137,30 @@ class FileServer(_Server):
         self.delay_s = 0.0
         self.ranges = True
         self.range_requests = []
+        self.validators = True  # send an ETag, and answer 304 to a matching If-None-Match
+        self.endless = {}  # path -> a block of bytes sent again and again, without Content-Length
+        self.stall_after = {}  # path -> bytes sent (of a promised MiB) before the server falls silent
+        self.endless_sent = collections.Counter()  # path -> bytes of endless bodies sent
+        self.not_modified = collections.Counter()  # path -> 304 answers
 
     def answer(self, handler, head):
         path = urllib.parse.unquote(urllib.parse.urlsplit(handler.path).path)
+        if path in self.endless:
+            return self.send_endless(handler, self.endless[path])
+        if path in self.stall_after:
+            return self.send_stalling(handler, self.stall_after[path])
         if path not in self.files:
             return self.send_error(handler, 404)
         if not head:
             self.range_requests.append(handler.headers.get("Range"))
         data = self.files[path]
         etag = f'"{hashlib.sha256(data).hexdigest()}"'
-        headers = {"Content-Type": "application/octet-stream", "ETag": etag}
+        if self.validators and handler.headers.get("If-None-Match") == etag:
+            self.not_modified[path] += 1
+            return self.send_error(handler, 304, {"ETag": etag})
+        headers = {"Content-Type": "application/octet-stream"}
+        if self.validators:
+            headers["ETag"] = etag
         self.send_body(handler, data, head, headers, drop_after=self.drop_after.get(path),
                        delay_s=self.delay_s, ranges=self.ranges)
 

@@ -23,7 +23,9 @@ def test_url_fetch_symlinks_cached_download_and_downloads_once(file_server, tmp_
     second = fetch("model.ckpt", source, tmp_path / "b")
     assert first.read_bytes() == PAYLOAD and second.read_bytes() == PAYLOAD
     assert first.is_symlink() and os.path.realpath(first) == os.path.realpath(second)
-    assert file_server.gets("/models/asr/model.ckpt") == 1
+    # The second fetch revalidated the cached copy: one conditional request answered 304, no body sent.
+    assert file_server.gets("/models/asr/model.ckpt") == 2
+    assert file_server.not_modified["/models/asr/model.ckpt"] == 1
 
 
 def test_url_fetch_checks_sha256(file_server, tmp_path):
@@ -59,7 +61,8 @@ def test_dropped_connection_leaves_nothing_taken_as_complete_and_resumes(file_se
     good = hashlib.sha256(PAYLOAD).hexdigest()
     assert fetch("big.ckpt", f"{file_server.url}/m", tmp_path / "s", sha256=good).read_bytes() == PAYLOAD
     assert file_server.range_requests == [None, "bytes=5000-"]
-    assert sorted(p.name for p in cached.parent.iterdir() if not p.name.endswith(".lock")) == ["big.ckpt"]
+    leftovers = sorted(p.name for p in cached.parent.iterdir() if not p.name.endswith(".lock"))
+    assert leftovers == [".big.ckpt.validator.json", "big.ckpt"]  # the file and its ETag, nothing else
 
 
 def test_resume_restarts_when_the_file_changed_or_ranges_are_ignored(file_server, tmp_path):
