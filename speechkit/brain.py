@@ -30,6 +30,7 @@ from typing import Any, Optional
 import torch
 
 from speechkit import distributed
+from speechkit.augment.core import item_seeds
 from speechkit.checkpoint_averaging import load_average
 from speechkit.checkpoint_selection import load_module_weights
 from speechkit.checkpoints import read_checkpoint
@@ -259,6 +260,12 @@ class Brain:
             predictions = self.compute_forward(batch, stage)
             loss = self.compute_objectives(predictions, batch, stage)
         return loss.detach()
+
+    def item_seeds(self, ids: Any) -> torch.Tensor:
+        """``(batch,)`` seeds of a batch's items for :mod:`speechkit.augment`, from the run's seed, the epoch
+        and the ids: the same draws whatever the batching, the processes, or a resumption mid-epoch."""
+        epoch = getattr(self.epoch_counter, "current", 0) if self.epoch_counter is not None else 0
+        return item_seeds(ids, epoch, int(self.run_opts.seed or 0))
 
     # --- loops --------------------------------------------------------------------------------------------
     def make_dataloader(self, data: Any, stage: Stage, loader_kwargs: Optional[dict] = None) -> Any:

@@ -17,7 +17,6 @@ import sys
 import torch
 
 import speechkit
-from speechkit.augment import item_seeds
 from speechkit.data import DynamicItemDataset, read_audio
 from speechkit.data.trim import trim_splits_once
 from speechkit.decoding import Lexicon, decode
@@ -39,18 +38,15 @@ class ASR(speechkit.Brain):
     """compute_forward: waveform -> features -> encoder -> CTC (and decoder, LM when they learn)."""
 
     def compute_forward(self, batch, stage):
-        model, out = self.hparams.model, {}
+        hp, out = self.hparams, {}
         tokens_bos, bos_lengths = batch.tokens_bos
         if stage != Stage.TRAIN or self.trainable_modules & ACOUSTIC_MODULES:
             wavs, wav_lengths = batch.sig
-            augmenter = getattr(self.hparams, "waveform_augmentation", None)
-            if stage == Stage.TRAIN and augmenter is not None:
-                seeds = item_seeds(batch.id, self.epoch_counter.current, self.hparams.seed)
-                wavs, wav_lengths = augmenter.to(wavs.device)(wavs, wav_lengths, seeds)
-            feats, lengths = model["compute_features"](wavs, wav_lengths)
-            feats, lengths = model["normalize"](feats, lengths)
-            if stage == Stage.TRAIN and self.hparams.use_augmentation:
-                feats, lengths = model["augment"](feats, lengths)
+            if stage == Stage.TRAIN and getattr(hp, "waveform_augmentation", None) is not None:
+                wavs, wav_lengths = hp.waveform_augmentation(wavs, wav_lengths, self.item_seeds(batch.id))
+            feats, lengths = hp.model["normalize"](*hp.model["compute_features"](wavs, wav_lengths))
+            if stage == Stage.TRAIN and hp.use_augmentation:
+                feats, lengths = hp.model["augment"](feats, lengths)
             encoded, encoded_lengths = self.modules.encoder(feats, lengths)
             out = {"encoded": encoded, "encoded_lengths": encoded_lengths,
                    "ctc_log_probs": self.modules.ctc_head(encoded)}
@@ -79,9 +75,7 @@ class ASR(speechkit.Brain):
                           lm_weight=hp.lm_weight, length_bonus=hp.length_bonus, lexicon=self.lexicon,
                           encoded=out["encoded"], decoder=self.modules.decoder,
                           ctc_weight=hp.decode_ctc_weight)
-            # The output layer may be larger than the tokenizer (hard_vocab_limit=False can give fewer
-            # pieces than vocab_size): ids past its end are never targets, and are dropped if ever emitted.
-            size = self.tokenizer.vocab_size
+            size = self.tokenizer.vocab_size  # ids past it (a larger output layer) are never targets: dropped
             texts = [" ".join(self.tokenizer.decode([t for t in h if t < size]).split()) for h in hyps]
             self.hypotheses.update(zip(batch.id, texts))  # id -> decoded text (this process's items)
             self.wer_stats.append(batch.id, texts, batch.text)

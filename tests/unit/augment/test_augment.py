@@ -229,3 +229,14 @@ def test_bad_settings_are_refused_naming_the_argument(banks, tmp_path_factory, b
     (banks / "broken" / "broken.wav").write_bytes(b"RIFF nonsense")
     with pytest.raises(HparamsError, match=message):
         build(banks)
+
+
+def test_brain_item_seeds_follow_the_run_seed_and_the_epoch():
+    from speechkit.brain import Brain
+    from speechkit.checkpoints import EpochCounter
+
+    brain = Brain({"model": torch.nn.Linear(1, 1)}, None, None, {"seed": 42, "noprogressbar": True})
+    assert brain.item_seeds(["a", "b"]).tolist() == item_seeds(["a", "b"], 0, 42).tolist()
+    brain.epoch_counter = EpochCounter(5)
+    next(iter(brain.epoch_counter))
+    assert brain.item_seeds(["a"]).tolist() == item_seeds(["a"], 1, 42).tolist()
