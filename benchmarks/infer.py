@@ -106,8 +106,8 @@ def plain_loop(model_folder: Path, manifest: Path, out: Path, task: str, max_bat
                device: str = "cpu") -> None:
     """What one would write by hand: the same batches, no ledger, outputs saved directly."""
     from speechkit.data.manifest import load_manifest
+    from speechkit.jobs.registry import make_task
     from speechkit.jobs.runner import batches_by_duration
-    from speechkit.jobs.tasks import make_task
     from speechkit.pretrained.interfaces import Pretrained
 
     rows = load_manifest(manifest)

@@ -21,8 +21,8 @@ from speechkit.features.normalization import (
 )
 from speechkit.features.specaugment import SpecAugment, freq_mask, time_mask, time_warp
 from speechkit.features.speed_perturb import SpeedPerturb, speed_perturb
-from speechkit.features.stft import STFT, num_frames, stft
 from speechkit.nn.masks import length_mask
+from speechkit.nn.stft import STFT, num_frames, stft  # the STFT lives in nn: nn's losses use it too
 
 __all__ = ["FeatureChain", "FrequencyWarp", "frequency_warp", "MFCC", "Deltas", "Fbank", "deltas", "fbank",
            "mel_filterbank", "mfcc", "length_mask", "GlobalNormalization", "UtteranceNormalization",

@@ -16,8 +16,8 @@ from typing import Optional
 
 import torch
 
-from speechkit.features.stft import make_window, power_spectrum, stft
 from speechkit.nn.masks import checked_lengths, length_mask
+from speechkit.nn.stft import make_window, power_spectrum, stft
 
 
 def hz_to_mel(hz):

@@ -29,10 +29,11 @@ _LAZY = {
     "plan_shards": "speechkit.jobs.plan",
     "job_status": "speechkit.jobs.status",
     "format_status": "speechkit.jobs.status",
-    "TASKS": "speechkit.jobs.tasks",
+    "TASKS": "speechkit.jobs.registry",
     "Task": "speechkit.jobs.tasks",
-    "make_task": "speechkit.jobs.tasks",
-    "register_task": "speechkit.jobs.tasks",
+    "make_task": "speechkit.jobs.registry",
+    "register_task": "speechkit.jobs.registry",
+    "task_classes": "speechkit.jobs.registry",
 }
 
 

@@ -22,7 +22,8 @@ import numpy as np
 import torch
 
 from speechkit.errors import AudioError, JobError
-from speechkit.jobs.tasks import Task, pad, register_task
+from speechkit.jobs.registry import register_task
+from speechkit.jobs.tasks import Task, pad
 
 
 class Separated(NamedTuple):

@@ -84,10 +84,11 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if not (args.source and args.manifest and args.output):
         raise JobError("give a model folder, a manifest and --output OUT (or --status OUT / --merge OUT)")
+    from speechkit.jobs.registry import task_classes
     from speechkit.jobs.runner import JobConfig, run_job
-    from speechkit.jobs.tasks import TASKS
 
-    accepted = inspect.signature(TASKS[args.task]).parameters if args.task in TASKS else {}
+    tasks = task_classes()
+    accepted = inspect.signature(tasks[args.task]).parameters if args.task in tasks else {}
     for flag, name, value in (("--layer", "layer", args.layer), ("--padded-batches", "padded_batches",
                                                                    args.padded_batches or None)):
         if value is not None and name not in accepted:

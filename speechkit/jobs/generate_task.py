@@ -20,7 +20,7 @@ import torch
 
 from speechkit.errors import ManifestError
 from speechkit.jobs.audio_tasks import Separated, _PerItemTask, write_float_wav
-from speechkit.jobs.tasks import register_task
+from speechkit.jobs.registry import register_task
 
 
 def read_mel(path, n_mels: int, where: str) -> torch.Tensor:

@@ -22,7 +22,7 @@ from speechkit.errors import JobError
 from speechkit.jobs.ledger import finished_marker, ledger_path, read_ledger
 from speechkit.jobs.outputs import output_is_intact, record_files, write_atomic
 from speechkit.jobs.plan import load_job
-from speechkit.jobs.tasks import make_task
+from speechkit.jobs.registry import make_task
 
 logger = logging.getLogger(__name__)
 SHOWN = 5  # ids named in an error message

@@ -31,7 +31,7 @@ from speechkit.jobs import plan as job_plan
 from speechkit.jobs.identity import ShardIdentity, resolve_shard
 from speechkit.jobs.ledger import Ledger, finished_marker, ledger_path
 from speechkit.jobs.outputs import output_is_intact, output_name, write_atomic
-from speechkit.jobs.tasks import make_task
+from speechkit.jobs.registry import make_task
 
 logger = logging.getLogger(__name__)
 

@@ -14,7 +14,8 @@ a new interface method (``separate``, ``extract``, ``generate``) becomes a job b
 Shipped: ``transcribe`` (hypotheses in the ledger, a WER at merge when the manifest has references) and
 ``encode`` (each item's encoder output, e.g. CTC log-probabilities, as a ``(frames, dim)`` float32 ``.npy``)
 here, ``separate`` and ``extract`` in :mod:`speechkit.jobs.audio_tasks`, ``generate`` (a vocoder's audio from
-mel arrays) in :mod:`speechkit.jobs.generate_task`.
+mel arrays) in :mod:`speechkit.jobs.generate_task`. Each registers itself in
+:mod:`speechkit.jobs.registry`, which jobs look tasks up in.
 """
 from __future__ import annotations
 
@@ -26,23 +27,7 @@ import numpy as np
 import torch
 
 from speechkit.errors import JobError, ManifestError
-
-TASKS: dict = {}
-
-
-def register_task(cls: type) -> type:
-    """Class decorator: make a :class:`Task` subclass available to jobs under ``cls.name``."""
-    if not getattr(cls, "name", None):
-        raise TypeError(f"{cls.__name__} needs a class attribute 'name'")
-    TASKS[cls.name] = cls
-    return cls
-
-
-def make_task(name: str, options: Optional[dict] = None) -> Task:
-    """The task registered as ``name``, built with its options (e.g. ``{"audio_field": "flac"}``)."""
-    if name not in TASKS:
-        raise JobError(f"unknown task {name!r}; known tasks: {', '.join(sorted(TASKS))}")
-    return TASKS[name](**(options or {}))
+from speechkit.jobs.registry import register_task
 
 
 class Task:
@@ -197,6 +182,3 @@ class EncodeTask(Task):
         write_json_manifest(manifest, folder / "outputs.json")
         return {"items": len(records), "manifest": str(folder / "outputs.json")}
 
-
-# The other shipped tasks register themselves on import (kept in their own module: they need this one).
-from speechkit.jobs import audio_tasks, generate_task  # noqa: E402,F401

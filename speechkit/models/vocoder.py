@@ -29,8 +29,8 @@ from typing import Optional
 import torch
 
 from speechkit.features.filterbanks import fbank, mel_filterbank
-from speechkit.features.stft import make_window
 from speechkit.nn.masks import checked_lengths, length_mask
+from speechkit.nn.stft import make_window
 
 PRESETS = {
     "tiny": dict(channels=8, upsample_rates=(8, 8, 4), resblock_kernels=(3,), resblock_dilations=(1,)),

@@ -15,6 +15,7 @@ from speechkit.nn.masks import check_lengths, length_mask, values_checkable, zer
 from speechkit.nn.normalization import MaskedInstanceNorm, masked_mean_var
 from speechkit.nn.pit import PITLoss, apply_permutation, pairwise_si_snr, pit_si_snr_loss
 from speechkit.nn.positional import RotaryEmbedding, SinusoidalPositionalEncoding, sinusoid_table
+from speechkit.nn.stft import STFT, make_window, num_frames, power_spectrum, stft
 from speechkit.nn.stft_loss import MultiResolutionSTFTLoss, multi_resolution_stft_loss, stft_distances
 from speechkit.nn.subsampling import Conv2dSubsampling, subsampled_lengths
 from speechkit.nn.transformer import TransformerDecoderLayer, TransformerEncoderLayer
@@ -29,6 +30,7 @@ __all__ = [
     "MaskedInstanceNorm",
     "MultiHeadAttention",
     "MultiResolutionSTFTLoss",
+    "STFT",
     "PITLoss",
     "RotaryEmbedding",
     "SinusoidalPositionalEncoding",
@@ -40,12 +42,16 @@ __all__ = [
     "ctc_loss",
     "label_smoothed_nll_loss",
     "length_mask",
+    "make_window",
     "masked_mean_var",
     "multi_resolution_stft_loss",
+    "num_frames",
     "pairwise_si_snr",
     "pit_si_snr_loss",
+    "power_spectrum",
     "scaled_dot_product_attention_aligned",
     "sinusoid_table",
+    "stft",
     "stft_distances",
     "subsampled_lengths",
     "values_checkable",

@@ -1,6 +1,6 @@
 """Multi-resolution STFT loss: spectral convergence plus log-magnitude distance, at several STFT sizes.
 
-Each item is scored on its own valid samples only (the spectra come from :func:`speechkit.features.stft`,
+Each item is scored on its own valid samples only (the spectra come from :func:`speechkit.nn.stft.stft`,
 which reflects each item at its own end and zeroes frames past it), then the batch mean is taken, so an item's
 loss does not depend on its batch or its padding (docs/design.md, contract 2).
 
@@ -17,16 +17,13 @@ from collections.abc import Sequence
 import torch
 
 from speechkit.nn.masks import length_mask
+from speechkit.nn.stft import make_window, stft
 
 #: (n_fft, hop_length, win_length) of the usual three resolutions for 16 kHz audio.
 DEFAULT_RESOLUTIONS = ((512, 128, 512), (1024, 256, 1024), (256, 64, 256))
 
 
 def _magnitudes(x: torch.Tensor, lengths: torch.Tensor, n_fft: int, hop: int, win: int) -> tuple:
-    # Imported here: speechkit.features imports speechkit.nn (for masks), so a module-level import would
-    # make importing either package first a cycle.
-    from speechkit.features.stft import make_window, stft
-
     spec, frames = stft(x, lengths, n_fft, hop, win, window="hann",
                         window_tensor=make_window("hann", win, n_fft).to(x.device))
     # The floor keeps the square root's gradient finite on silent bins.

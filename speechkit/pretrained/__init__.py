@@ -21,6 +21,7 @@ _LAZY = {
     "Pretrained": "speechkit.pretrained.interfaces",
     "EncoderASR": "speechkit.pretrained.interfaces",
     "EncoderDecoderASR": "speechkit.pretrained.interfaces",
+    "register_interface": "speechkit.pretrained.registry",
     "SeparationModel": "speechkit.pretrained.separation",
     "check_yaml_is_safe": "speechkit.pretrained.safety",
     "Wav2Vec2Features": "speechkit.pretrained.wav2vec2_features",

@@ -41,6 +41,7 @@ from speechkit.pretrained.fetching import (
 )
 from speechkit.pretrained.interface_keys import check_interface_keys, describe_value, key_place
 from speechkit.pretrained.limits import DEFAULT_LIMITS, SourceLimits
+from speechkit.pretrained.registry import interface_named, register_interface
 
 logger = logging.getLogger(__name__)
 
@@ -177,17 +178,7 @@ class Pretrained(torch.nn.Module):
         """The class to build: ``cls``, or, called on ``Pretrained`` itself, the YAML's ``interface`` key."""
         if cls is not Pretrained:
             return cls
-        name = hparams.get("interface", "EncoderASR")
-        from speechkit.pretrained.separation import SeparationModel  # they build on this module
-        from speechkit.pretrained.vocoder import Vocoder
-        from speechkit.pretrained.wav2vec2_features import Wav2Vec2Features
-
-        interfaces = {c.__name__: c
-                      for c in (EncoderASR, EncoderDecoderASR, SeparationModel, Wav2Vec2Features, Vocoder)}
-        if name not in interfaces:
-            raise HparamsError(f"{where}: key 'interface' is {name!r}; expected one of "
-                               f"{', '.join(interfaces)}")
-        return interfaces[name]
+        return interface_named(hparams.get("interface", "EncoderASR"), where)
 
     # -------------------------------------------------------------------------------------------- audio
     def load_audio(self, path) -> torch.Tensor:
@@ -217,6 +208,7 @@ class Pretrained(torch.nn.Module):
         return wavs, lengths
 
 
+@register_interface
 class EncoderASR(Pretrained):
     """A CTC model: waveform -> ``encoder_pipeline`` -> per-frame scores -> greedy (or ``decoder``) search.
 
@@ -277,6 +269,7 @@ class EncoderASR(Pretrained):
         return self.transcribe_batch(wavs, lengths)
 
 
+@register_interface
 class EncoderDecoderASR(EncoderASR):
     """An attention encoder-decoder model: the encoder pipeline, then ``decoder``, a search object called as
     ``decoder(encoded, encoded_lengths)`` returning token-id hypotheses (optionally with scores), e.g.

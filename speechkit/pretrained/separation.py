@@ -18,8 +18,10 @@ import torch
 
 from speechkit.errors import HparamsError
 from speechkit.pretrained.interfaces import Pretrained
+from speechkit.pretrained.registry import register_interface
 
 
+@register_interface
 class SeparationModel(Pretrained):
     """Mixture in, sources out; batch-invariant, so a file separated alone or in a batch gives the same."""
 

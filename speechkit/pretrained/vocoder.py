@@ -22,8 +22,10 @@ from speechkit.errors import HparamsError
 from speechkit.models.istft_vocoder import ISTFTGenerator
 from speechkit.models.vocoder import MelGenerator, MelSpectrogram
 from speechkit.pretrained.interfaces import Pretrained
+from speechkit.pretrained.registry import register_interface
 
 
+@register_interface
 class Vocoder(Pretrained):
     """Mel spectrogram -> waveform at ``sample_rate``; ``hop_length`` samples per mel frame."""
 

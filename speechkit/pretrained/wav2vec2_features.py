@@ -25,10 +25,12 @@ from speechkit.errors import FetchError, HparamsError
 from speechkit.models.wav2vec2 import Wav2Vec2Model, Wav2Vec2Pretraining, WaveformNormalization
 from speechkit.pretrained.fetching import fetch
 from speechkit.pretrained.interfaces import Pretrained
+from speechkit.pretrained.registry import register_interface
 
 Layer = Union[int, str, None]
 
 
+@register_interface
 class Wav2Vec2Features(Pretrained):
     """Extract wav2vec 2.0 representations (see the module doc for ``layer``)."""
 
