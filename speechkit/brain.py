@@ -457,6 +457,8 @@ class Brain:
     def _evaluate_stage(self, loader: Any, stage: Stage, epoch: Optional[int], before_hook=None) -> tuple:
         self.modules = self._raw_modules  # no DDP wrapper: evaluation runs without collectives
         self.modules.eval()
+        if hasattr(loader, "serve_epoch"):
+            loader.serve_epoch(epoch)
         self.on_stage_start(stage, epoch)
         stats = StageStats()
         limit = self.run_opts.debug_batches if self.run_opts.debug else None

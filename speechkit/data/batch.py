@@ -1,6 +1,9 @@
 """PaddedBatch: the collate function that turns a list of data points into one batch.
 
-Every tensor field (or numpy array) is padded along its first dimension (time) into
+An item is a dict of named fields (as :class:`~speechkit.data.dataset.DynamicItemDataset` gives), or a
+tuple or list of fields (as ``torch.utils.data.TensorDataset`` gives), which the batch then holds by
+position: ``batch[0]``, ``batch[1]``, or ``x, y = batch``. Every tensor field (or numpy array) is padded
+along its first dimension (time) into
 ``PaddedData(data, lengths)``: ``data`` has shape ``(batch, max_time, *rest)`` and ``lengths`` is an int64
 tensor of shape ``(batch,)`` holding each item's absolute number of valid steps. Zero-dimensional tensors are
 stacked into a ``(batch,)`` tensor. Any other field (ids, strings, numbers) stays a list.
@@ -11,6 +14,9 @@ Example:
     >>> batch.sig.data.shape, batch.sig.lengths.tolist(), batch.id, len(batch)
     (torch.Size([2, 5]), [3, 5], ['a', 'b'], 2)
     >>> wavs, wav_lens = batch.sig  # PaddedData unpacks like a tuple
+    >>> features, labels = PaddedBatch([(torch.ones(4), torch.tensor(1)), (torch.ones(4), torch.tensor(0))])
+    >>> features.data.shape, labels.tolist()
+    (torch.Size([2, 4]), [1, 0])
 """
 from __future__ import annotations
 
@@ -80,7 +86,9 @@ class PaddedBatch:
     """A collated batch with attribute access: ``batch.sig.data``, ``batch.sig.lengths``, ``batch.id``.
 
     Arguments:
-        examples: the data points (dicts with the same keys).
+        examples: the data points: dicts with the same keys, or tuples (or lists) of the same length, whose
+            fields the batch then holds under the keys 0, 1, ... (``batch[0]``; iterating the batch gives the
+            fields in order, so ``x, y = batch`` works).
         padded_keys: the keys to pad; default: every key whose first value is a tensor or numpy array of
             at least one dimension.
         pad_values: pad value per key (default 0), e.g. ``{"tokens": -100}``.
@@ -96,6 +104,14 @@ class PaddedBatch:
                  pad_values: Optional[Mapping[str, float]] = None, pad_to_multiple: int = 1):
         if not examples:
             raise DataError("PaddedBatch needs at least one example")
+        positional = isinstance(examples[0], (tuple, list))
+        examples = _as_mappings(examples) if positional else examples
+        for position, example in enumerate(examples):
+            if not isinstance(example, Mapping):
+                raise DataError(f"PaddedBatch: item {position} is {_describe(example)}; an item must be a "
+                                "dict of named fields (as DynamicItemDataset gives) or a tuple or list of "
+                                "fields (as TensorDataset gives); for other items pass a collate_fn to the "
+                                "loader, e.g. torch.utils.data.default_collate")
         keys = list(examples[0].keys())
         for position, example in enumerate(examples):
             if set(example.keys()) != set(keys):
@@ -116,6 +132,7 @@ class PaddedBatch:
                 fields[key] = values
         self.__dict__["_fields"] = fields
         self.__dict__["_size"] = len(examples)
+        self.__dict__["_positional"] = positional
 
     # Attribute access reads the fields; __dict__ is used directly so that pickling (DataLoader workers)
     # never recurses through __getattr__ before _fields exists.
@@ -145,6 +162,11 @@ class PaddedBatch:
 
     def __len__(self) -> int:
         return self._size
+
+    def __iter__(self) -> Iterator:
+        """The fields' values in order for a batch of tuples (``x, y = batch``), the keys for named fields."""
+        fields = self._fields
+        return iter(fields.values()) if self.__dict__.get("_positional") else iter(fields)
 
     def keys(self) -> list:
         return list(self._fields)
@@ -176,6 +198,25 @@ class PaddedBatch:
             else:
                 parts.append(f"{key}=list[{len(value)}]")
         return f"PaddedBatch({self._size} items: {', '.join(parts)})"
+
+
+def _as_mappings(examples: Sequence[Any]) -> list:
+    """Tuples (or lists) of fields as dicts keyed by position, refusing items of another kind or length."""
+    size = len(examples[0])
+    mappings = []
+    for position, example in enumerate(examples):
+        if not isinstance(example, (tuple, list)) or len(example) != size:
+            raise DataError(f"PaddedBatch: item {position} is {_describe(example)} but item 0 is a "
+                            f"{type(examples[0]).__name__} of {size} fields; every item needs the same "
+                            "fields")
+        mappings.append(dict(enumerate(example)))
+    return mappings
+
+
+def _describe(example: Any) -> str:
+    if isinstance(example, (tuple, list)):
+        return f"a {type(example).__name__} of {len(example)} fields"
+    return f"a {type(example).__name__}"
 
 
 def _is_array(value: Any) -> bool:

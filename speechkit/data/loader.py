@@ -74,6 +74,7 @@ class SpeechLoader:
         self.stage = stage
         self._start = 0  # the sampler's position when the running pass began (after a resume: not 0)
         self._received = 0  # batches handed to the caller in the running pass
+        self._served_epoch: Optional[int] = None  # the epoch an evaluation pass serves, for its log line
 
     @property
     def epoch(self) -> int:
@@ -83,6 +84,12 @@ class SpeechLoader:
         """Use the shuffling of ``epoch``; call it before each pass (a resume position of another epoch is
         dropped)."""
         self.batch_sampler.set_epoch(epoch)
+
+    def serve_epoch(self, epoch: Optional[int]) -> None:
+        """Name the training epoch the next pass serves (validation), or None (a final test), in the pass's
+        log line. Unlike :meth:`set_epoch` it changes nothing of what the pass yields: an evaluation loader
+        gives the same batches every epoch."""
+        self._served_epoch = epoch
 
     def __len__(self) -> int:
         return len(self.batch_sampler)
@@ -130,9 +137,12 @@ class SpeechLoader:
         stats = self.batch_sampler.stats()
         efficiency = stats.get("padding_efficiency")
         resumed = f", resuming after {self._start} batches" if self._start else ""
-        logger.info("%s epoch %d: %d batches on rank 0 (%d items)%s, padding efficiency %s", self.stage.value,
-                    self.epoch, count, stats["items"], resumed,
-                    "n/a" if efficiency is None else f"{efficiency:.3f}")
+        # A training loader's epoch is its shuffling's; an evaluation loader's sampler epoch only guards a
+        # resume position, so it logs the epoch it serves, when told (serve_epoch).
+        epoch = self.epoch if self.stage is Stage.TRAIN else self._served_epoch
+        where = self.stage.value if epoch is None else f"{self.stage.value} epoch {epoch}"
+        logger.info("%s: %d batches on rank 0 (%d items)%s, padding efficiency %s", where, count,
+                    stats["items"], resumed, "n/a" if efficiency is None else f"{efficiency:.3f}")
 
     def stats(self) -> dict:
         """This rank's epoch plan: batches, items, padding efficiency (real / padded length), and the batches
