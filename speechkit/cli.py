@@ -47,21 +47,30 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def build_command_parser(name: str) -> argparse.ArgumentParser:
+    """The parser of ``speechkit <name>`` (imports the command's module)."""
+    module = importlib.import_module(COMMANDS[name][0])
+    parser = argparse.ArgumentParser(prog=f"speechkit {name}", description=COMMANDS[name][1])
+    module.add_arguments(parser)
+    return parser
+
+
 def main(argv: Optional[list] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
-    if not argv or argv[0] in ("-h", "--help") or argv[0] not in COMMANDS:
-        if argv and argv[0] not in ("-h", "--help"):
-            parser.print_usage(sys.stderr)
-            print(f"speechkit: unknown command {argv[0]!r}", file=sys.stderr)
-            return 2
+    if not argv:  # a usage error, as for any missing argument: the help on stderr, status 2
+        parser.print_help(sys.stderr)
+        return 2
+    if argv[0] in ("-h", "--help"):
         parser.print_help()
         return 0
+    if argv[0] not in COMMANDS:
+        parser.print_usage(sys.stderr)
+        print(f"speechkit: unknown command {argv[0]!r}", file=sys.stderr)
+        return 2
     name = argv[0]
     module = importlib.import_module(COMMANDS[name][0])
-    sub = argparse.ArgumentParser(prog=f"speechkit {name}", description=COMMANDS[name][1])
-    module.add_arguments(sub)
-    args = sub.parse_args(argv[1:])
+    args = build_command_parser(name).parse_args(argv[1:])
     try:
         return int(module.run(args) or 0)
     except SpeechkitError as error:
