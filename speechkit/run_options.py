@@ -115,7 +115,9 @@ class RunOptions:
     debug: bool = _opt(False, "Run a few batches of a few epochs to check that everything runs.")
     debug_batches: int = _opt(2, "Batches per stage with --debug.")
     debug_epochs: int = _opt(2, "Epochs with --debug.")
-    noprogressbar: bool = _opt(False, "Hide the progress bar.")
+    noprogressbar: bool = _opt(
+        False, "Hide the progress bar (shown only when stderr is a terminal).", aliases=("--no-progress",)
+    )
     train_log: Optional[str] = _opt(
         None, "File of one summary line per stage; default: <output_folder>/train_log.txt."
     )

@@ -11,6 +11,7 @@ import argparse
 import os
 
 from speechkit.corpus.generator import SIZES, CorpusConfig, build_corpus
+from speechkit.terminal import Progress, add_progress_flags
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -47,6 +48,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--num-workers", type=int, default=os.cpu_count() or 1,
                         help="synthesis processes (default: number of cores)")
     parser.add_argument("--overwrite", action="store_true", help="rebuild even if the folder holds a corpus")
+    add_progress_flags(parser)
 
 
 def _names(text):
@@ -75,5 +77,6 @@ def config_from_args(args: argparse.Namespace) -> CorpusConfig:
 
 
 def run(args: argparse.Namespace) -> int:
-    build_corpus(config_from_args(args), overwrite=args.overwrite)
+    with Progress("corpus", unit="utt", enabled=not args.no_progress) as bar:
+        build_corpus(config_from_args(args), overwrite=args.overwrite, log=bar.write, progress=bar.report)
     return 0

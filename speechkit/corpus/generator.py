@@ -33,7 +33,7 @@ import shutil
 import time
 import zlib
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Callable, Optional
 
 import numpy as np
 import soundfile
@@ -288,12 +288,14 @@ def _write_json(path: str, obj) -> None:
     os.replace(tmp, path)
 
 
-def build_corpus(config: CorpusConfig, overwrite: bool = False, log=print) -> dict:
+def build_corpus(config: CorpusConfig, overwrite: bool = False, log=print,
+                 progress: Optional[Callable[[int, int], None]] = None) -> dict:
     """Synthesize the corpus described by ``config`` into ``config.output_dir``; returns its summary.
 
     An existing complete corpus with the same settings is kept as it is (summary returned); one with other
     settings is replaced only with ``overwrite``; the remains of an interrupted build are replaced; a folder
-    holding anything else is refused.
+    holding anything else is refused. ``log`` prints the summary line; ``progress(done, total)`` is called
+    with the utterances synthesized so far, after each chunk.
     """
     out = config.output_dir
     summary_path = os.path.join(out, "corpus.json")
@@ -320,15 +322,21 @@ def build_corpus(config: CorpusConfig, overwrite: bool = False, log=print) -> di
     start = time.perf_counter()
     tasks = [(out, chunk) for chunk in _chunks(plan, config.chunk_size)]
     lengths: dict = {}
+    if progress:
+        progress(0, len(plan))
     if config.num_workers > 1 and len(tasks) > 1:
         context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods()
                                               else "spawn")
         with context.Pool(config.num_workers) as pool:
             for results in pool.imap_unordered(_run_chunk, tasks):
                 lengths.update(results)
+                if progress:
+                    progress(len(lengths), len(plan))
     else:
         for task in tasks:
             lengths.update(_run_chunk(task))
+            if progress:
+                progress(len(lengths), len(plan))
     counts, hours = {}, {}
     for split in splits_of(config):
         manifest = {}

@@ -30,6 +30,7 @@ from speechkit.data.manifest import (
     write_csv_manifest,
     write_json_manifest,
 )
+from speechkit.terminal import Progress, add_progress_flags
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -58,6 +59,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the --labels manifest's transcript field (default: text)")
     parser.add_argument("--replacement", action="append", default=[], type=name_value, metavar="NAME=VALUE",
                         help="replace $NAME in the --labels manifest's paths (e.g. data_root=data/corpus)")
+    add_progress_flags(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -72,8 +74,9 @@ def run(args: argparse.Namespace) -> int:
         return 2
     # Read before anything is written: a bad labels manifest leaves no manifest without its labels.
     labels = load_manifest(args.labels, dict(args.replacement), check_files=False) if args.labels else None
-    data = build_manifest(root, args.ext, num_workers=args.workers, placeholder=args.placeholder,
-                          skip_unreadable=args.skip_unreadable)
+    with Progress("manifest", unit="file", enabled=not args.no_progress) as bar:
+        data = build_manifest(root, args.ext, num_workers=args.workers, placeholder=args.placeholder,
+                              skip_unreadable=args.skip_unreadable, progress=bar.report)
     if not data:
         print(f"speechkit manifest: no *.{args.ext.lstrip('.')} files under {root}", file=sys.stderr)
         return 1

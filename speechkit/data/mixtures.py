@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -161,7 +161,8 @@ def check_settings(num_mixtures: int, num_speakers: int, sample_rate: int, level
 def write_mixtures(manifest: str, output_dir: str, split: str, num_mixtures: int, num_speakers: int = 2,
                    sample_rate: int = 8000, mode: str = "min", level_range_db: float = 5.0, seed: int = 0,
                    replacements: Optional[Mapping[str, str]] = None, speaker_key: str = "spk",
-                   wav_key: str = "wav", log=print) -> str:
+                   wav_key: str = "wav", log=print,
+                   progress: Optional[Callable[[int, int], None]] = None) -> str:
     """Write ``num_mixtures`` mixtures of ``manifest``'s utterances under ``output_dir/split``.
 
     Raises DataError for a setting out of range (:func:`check_settings`), a row without the speaker or audio
@@ -170,6 +171,7 @@ def write_mixtures(manifest: str, output_dir: str, split: str, num_mixtures: int
 
     The manifest (``output_dir/{split}.json``, audio as ``$data_root/...``) is written last, through a
     temporary file, so an interrupted run never leaves a manifest naming missing audio. Returns its path.
+    ``log`` prints the summary line; ``progress(done, total)`` is called after each mixture.
     """
     check_settings(num_mixtures, num_speakers, sample_rate, level_range_db, mode)
     rows = load_manifest(manifest, replacements)
@@ -191,6 +193,8 @@ def write_mixtures(manifest: str, output_dir: str, split: str, num_mixtures: int
             entry.update({f"s{k + 1}_id": source.id, f"s{k + 1}_spk": source.speaker,
                           f"s{k + 1}_gain_db": source.gain_db})
         out[plan.id] = entry
+        if progress:
+            progress(len(out), len(plans))
     path = os.path.join(output_dir, f"{split}.json")
     with open(path + ".tmp", "w", encoding="utf-8") as handle:
         json.dump(out, handle, indent=1)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 
 from speechkit.argtypes import name_value
+from speechkit.terminal import Progress, add_progress_flags
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -33,6 +34,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--wav-key", default="wav")
     parser.add_argument("--replace", action="append", default=[], type=name_value, metavar="NAME=VALUE",
                         help="Replace $NAME in the manifest's paths (e.g. data_root=/corpora/x).")
+    add_progress_flags(parser)
 
 
 def _at_least(least: int):
@@ -52,7 +54,8 @@ def _at_least(least: int):
 def run(args: argparse.Namespace) -> int:
     from speechkit.data.mixtures import write_mixtures
 
-    write_mixtures(args.manifest, args.output_dir, args.split, args.num_mixtures, args.num_speakers,
-                   args.sample_rate, args.mode, args.level_range_db, args.seed, dict(args.replace),
-                   args.speaker_key, args.wav_key)
+    with Progress("mixtures", args.num_mixtures, unit="mix", enabled=not args.no_progress) as bar:
+        write_mixtures(args.manifest, args.output_dir, args.split, args.num_mixtures, args.num_speakers,
+                       args.sample_rate, args.mode, args.level_range_db, args.seed, dict(args.replace),
+                       args.speaker_key, args.wav_key, log=bar.write, progress=bar.report)
     return 0

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Optional
 
 import numpy as np
@@ -33,6 +33,7 @@ from speechkit import distributed
 from speechkit.argtypes import name_value
 from speechkit.data.manifest import load_manifest, substitute, write_json_manifest
 from speechkit.errors import AudioError, HparamsError, ManifestError
+from speechkit.terminal import Progress, add_progress_flags
 
 
 def speech_bounds(wave: np.ndarray, threshold_db: float = -40.0, frame: int = 160,
@@ -107,7 +108,8 @@ def trim_batch(wavs, lengths, sample_rate: int, margin: float = 0.1, threshold_d
 
 def trim_manifest(rows: Mapping[str, Mapping[str, Any]], replacements: Optional[Mapping[str, str]] = None, *,
                   field: str = "wav", margin: float = 0.1, threshold_db: float = -40.0,
-                  num_workers: int = 1, name: str = "manifest") -> dict:
+                  num_workers: int = 1, name: str = "manifest",
+                  progress: Optional[Callable[[int, int], None]] = None) -> dict:
     """A copy of ``rows`` whose ``field`` is the speech segment of each recording, with ``duration`` to match.
 
     Args:
@@ -119,6 +121,7 @@ def trim_manifest(rows: Mapping[str, Mapping[str, Any]], replacements: Optional[
         threshold_db: see :func:`speech_bounds`.
         num_workers: processes reading audio (above 1, rows are read in parallel).
         name: the manifest's path, named in errors.
+        progress: called as ``progress(done, total)`` after each recording read.
 
     Returns:
         ``{id: row}`` in the order of ``rows``, ``row[field] = {"file", "start", "stop", "unit": "samples"}``.
@@ -139,9 +142,17 @@ def trim_manifest(rows: Mapping[str, Mapping[str, Any]], replacements: Optional[
         import multiprocessing
 
         with multiprocessing.Pool(num_workers) as pool:
-            found = pool.map(_segment_of, jobs, chunksize=32)
+            found = []
+            for result in pool.imap(_segment_of, jobs, chunksize=32):
+                found.append(result)
+                if progress:
+                    progress(len(found), len(jobs))
     else:
-        found = [_segment_of(job) for job in jobs]
+        found = []
+        for job in jobs:
+            found.append(_segment_of(job))
+            if progress:
+                progress(len(found), len(jobs))
     trimmed = {}
     for (data_id, row), (segment, duration) in zip(rows.items(), found):
         trimmed[data_id] = {**row, field: segment, "duration": duration}
@@ -237,14 +248,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="frames this far below the loudest frame are silence (default -40)")
     parser.add_argument("--workers", type=int, default=min(8, os.cpu_count() or 1),
                         help="processes reading audio (default: up to 8)")
+    add_progress_flags(parser)
 
 
 def run(args: argparse.Namespace) -> int:
     if not args.output.endswith(".json"):
         raise ManifestError(f"{args.output}: the output must be a .json manifest (segments are objects)")
     rows = load_manifest(args.manifest, file_fields=())
-    trimmed = trim_manifest(rows, dict(args.replace), field=args.field, margin=args.margin,
-                            threshold_db=args.threshold_db, num_workers=args.workers, name=args.manifest)
+    with Progress("trim-silence", len(rows), unit="file", enabled=not args.no_progress) as bar:
+        trimmed = trim_manifest(rows, dict(args.replace), field=args.field, margin=args.margin,
+                                threshold_db=args.threshold_db, num_workers=args.workers, name=args.manifest,
+                                progress=bar.report)
     write_json_manifest(trimmed, args.output)
     before = sum(float(row["duration"]) for row in rows.values())
     after = sum(row["duration"] for row in trimmed.values())

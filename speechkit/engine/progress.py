@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 import torch
-from tqdm import tqdm
+
+from speechkit.terminal import Progress
 
 logger = logging.getLogger(__name__)
 
@@ -114,35 +115,28 @@ class StageStats:
 
 
 class ProgressBar:
-    """A tqdm bar showing the running loss and items/s; silent when ``enabled`` is False."""
+    """The stage's bar (:class:`speechkit.terminal.Progress`: on a terminal only, logging through it) showing
+    the running loss and items/s; silent when ``enabled`` is False."""
 
     POSTFIX_INTERVAL_S = 1.0
 
     def __init__(self, description: str, total: Optional[int], enabled: bool, initial: int = 0):
         self._postfix_time = -math.inf
-        self.bar = tqdm(
-            total=total,
-            desc=description,
-            initial=initial,
-            dynamic_ncols=True,
-            leave=False,
-            disable=not enabled,
-        )
+        self.progress = Progress(description, total, unit="batch", enabled=enabled, initial=initial,
+                                 leave=False)
 
     def update(self, stats: StageStats) -> None:
-        if self.bar.disable:
+        if not self.progress.shown:
             return
         now = time.monotonic()
         if now - self._postfix_time >= self.POSTFIX_INTERVAL_S:
             # At most once a second: the running loss may live on a GPU, and reading it waits for the step.
             self._postfix_time = now
-            self.bar.set_postfix(
-                loss=f"{stats.average:.4g}", items_s=f"{stats.items_per_second():.1f}", refresh=False
-            )
-        self.bar.update(1)
+            self.progress.set_postfix(loss=f"{stats.average:.4g}", items_s=f"{stats.items_per_second():.1f}")
+        self.progress.update()
 
     def close(self) -> None:
-        self.bar.close()
+        self.progress.close()
 
 
 def format_value(value: Any) -> str:

@@ -22,6 +22,7 @@ import json
 import logging
 
 from speechkit.argtypes import name_value
+from speechkit.terminal import add_progress_flags
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -58,7 +59,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--verify", action="store_true", help="Check finished outputs' checksums, not only "
                         "their sizes (slower).")
     parser.add_argument("--no-merge", action="store_true", help="Do not merge when the last shard finishes.")
-    parser.add_argument("--no-progress", action="store_true", help="No progress bar.")
+    add_progress_flags(parser)
     parser.add_argument("--json", action="store_true", help="--status/--merge: print JSON.")
     parser.add_argument("--savedir", default=None, help="Where the model's files appear.")
     parser.add_argument("--revision", default=None, help="Hub branch, tag or commit.")

@@ -20,7 +20,6 @@ import dataclasses
 import logging
 import os
 import signal
-import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import NamedTuple, Optional
@@ -126,17 +125,19 @@ def run_job(config: JobConfig, environ=None) -> ShardResult:
             def load(ids: list) -> list:
                 return [task.load(model, item_id, data[item_id]) for item_id in ids]
 
-            for batch, inputs in _prefetched(batches, load):
-                if preemption.local_request():
-                    preempted = True
-                    break
-                for item_id, result in zip(batch, task.run(model, inputs.result())):
-                    record = _write_output(task, folder, item_id, result)
-                    record["input_bytes"] = job_plan.input_size(data[item_id][task.audio_field])
-                    ledger.record(item_id, record)
-                done_now += len(batch)
-                progress.update(len(batch))
-            progress.close()  # a signal after the last batch changes nothing: the shard is done
+            try:
+                for batch, inputs in _prefetched(batches, load):
+                    if preemption.local_request():
+                        preempted = True
+                        break
+                    for item_id, result in zip(batch, task.run(model, inputs.result())):
+                        record = _write_output(task, folder, item_id, result)
+                        record["input_bytes"] = job_plan.input_size(data[item_id][task.audio_field])
+                        ledger.record(item_id, record)
+                    done_now += len(batch)
+                    progress.update(len(batch))
+            finally:  # a signal after the last batch changes nothing: the shard is done
+                progress.close()  # and on an error: the log lines go back to the console
         finally:
             ledger.close()  # flushes: what was written is never lost, even on an error
     if preempted:
@@ -272,12 +273,14 @@ def _load_model(config: JobConfig, task, identity: ShardIdentity):
 
 
 def _progress_bar(enabled: bool, total: int, initial: int, where: str):
+    from speechkit.terminal import Progress, is_terminal
+
+    if is_terminal():  # the bar of every command, with the log lines printed above it
+        return Progress(where, total, unit="item", enabled=enabled, initial=initial)
     from tqdm import tqdm
 
-    interactive = sys.stderr.isatty()
     # In a log file (a SLURM job) a bar redrawn 10 times a second buries everything else: one line a minute.
-    return tqdm(total=total, initial=initial, desc=where, unit="item", disable=not enabled,
-                mininterval=0.5 if interactive else 60.0, dynamic_ncols=interactive)
+    return tqdm(total=total, initial=initial, desc=where, unit="item", disable=not enabled, mininterval=60.0)
 
 
 def _merge_if_last(folder: Path, identity: ShardIdentity) -> Optional[dict]:

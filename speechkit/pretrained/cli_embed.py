@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 
 from speechkit.argtypes import name_value
+from speechkit.terminal import Progress, add_progress_flags
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -32,6 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="Download the model's files anew instead of revalidating the cached copies.")
     parser.add_argument("--trust-remote-code", action="store_true",
                         help="Let a remote hyperparams.yaml build objects outside the allowlist.")
+    add_progress_flags(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -50,7 +52,8 @@ def run(args: argparse.Namespace) -> int:
     vocoder = Vocoder.from_hparams(args.source, run_opts={"device": args.device},
                                    trust_remote_code=args.trust_remote_code,
                                    force_download=args.refresh)
-    path = write_embeddings(vocoder, rows, args.output, [tuple(p) for p in args.interpolate], args.steps,
-                            args.audio_field)
+    with Progress("embed", unit="array", enabled=not args.no_progress) as bar:
+        path = write_embeddings(vocoder, rows, args.output, [tuple(p) for p in args.interpolate], args.steps,
+                                args.audio_field, progress=bar.report)
     print(path, flush=True)
     return 0

@@ -18,6 +18,8 @@ from __future__ import annotations
 import argparse
 import os
 
+from speechkit.terminal import Progress, add_progress_flags
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("source", help="Model folder: local path, Hub repo id or http(s) URL.")
@@ -34,6 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="Download the model's files anew instead of revalidating the cached copies.")
     parser.add_argument("--trust-remote-code", action="store_true",
                         help="Let a remote hyperparams.yaml build objects outside the allowlist.")
+    add_progress_flags(parser)
 
 
 def output_names(paths: list) -> list:
@@ -88,21 +91,23 @@ def run(args: argparse.Namespace) -> int:
                                          trust_remote_code=args.trust_remote_code,
                                          force_download=args.refresh)
     os.makedirs(args.out, exist_ok=True)
-    for start in range(0, len(args.audio), max(1, args.batch_size)):
-        paths = args.audio[start:start + args.batch_size]
-        wavs = [model.load_audio(path) for path in paths]
-        for path, wav in zip(paths, wavs):
-            if wav.shape[0] == 0:
-                raise AudioError(f"{path} holds no samples: there is nothing to separate")
-        lengths = torch.tensor([w.shape[0] for w in wavs], dtype=torch.int64)
-        estimates = model.separate_batch(torch.nn.utils.rnn.pad_sequence(wavs, batch_first=True), lengths)
-        for offset, n in enumerate(lengths.tolist()):
-            sources = estimates[offset, :, :n].cpu()
-            peak = float(sources.abs().max())
-            if peak > 0.99:  # estimates carry no absolute level: keep them below full scale
-                sources = sources * (0.99 / peak)
-            for k in range(sources.shape[0]):
-                target = os.path.join(args.out, f"{stems[start + offset]}_s{k + 1}.wav")
-                audio.write(target, sources[k], model.sample_rate)
-                print(target, flush=True)
+    with Progress("separate", len(args.audio), unit="file", enabled=not args.no_progress) as bar:
+        for start in range(0, len(args.audio), max(1, args.batch_size)):
+            paths = args.audio[start:start + args.batch_size]
+            wavs = [model.load_audio(path) for path in paths]
+            for path, wav in zip(paths, wavs):
+                if wav.shape[0] == 0:
+                    raise AudioError(f"{path} holds no samples: there is nothing to separate")
+            lengths = torch.tensor([w.shape[0] for w in wavs], dtype=torch.int64)
+            estimates = model.separate_batch(torch.nn.utils.rnn.pad_sequence(wavs, batch_first=True), lengths)
+            for offset, n in enumerate(lengths.tolist()):
+                sources = estimates[offset, :, :n].cpu()
+                peak = float(sources.abs().max())
+                if peak > 0.99:  # estimates carry no absolute level: keep them below full scale
+                    sources = sources * (0.99 / peak)
+                for k in range(sources.shape[0]):
+                    target = os.path.join(args.out, f"{stems[start + offset]}_s{k + 1}.wav")
+                    audio.write(target, sources[k], model.sample_rate)
+                    bar.write(target)
+            bar.update(len(paths))
     return 0

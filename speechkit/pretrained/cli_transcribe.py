@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import argparse
 
+from speechkit.terminal import Progress, add_progress_flags
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("source", help="Model folder: local path, Hub repo id or http(s) URL.")
@@ -32,6 +34,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--allow", action="append", default=[], metavar="NAME",
                         help="An exact dotted name a remote hyperparams.yaml may build besides the allowlist "
                              "(repeatable), e.g. --allow mypackage.models.MyEncoder.")
+    add_progress_flags(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -45,12 +48,14 @@ def run(args: argparse.Namespace) -> int:
                                     revision=args.revision, allow_network=not args.offline,
                                     trust_remote_code=args.trust_remote_code, allow=args.allow,
                                     force_download=args.refresh)
-    for start in range(0, len(args.audio), max(1, args.batch_size)):
-        paths = args.audio[start:start + args.batch_size]
-        wavs = [model.load_audio(path) for path in paths]
-        lengths = torch.tensor([w.shape[0] for w in wavs], dtype=torch.int64)
-        batch = torch.nn.utils.rnn.pad_sequence(wavs, batch_first=True)
-        texts, _ = model.transcribe_batch(batch, lengths)
-        for path, text in zip(paths, texts):
-            print(f"{path}\t{text}", flush=True)
+    with Progress("transcribe", len(args.audio), unit="file", enabled=not args.no_progress) as bar:
+        for start in range(0, len(args.audio), max(1, args.batch_size)):
+            paths = args.audio[start:start + args.batch_size]
+            wavs = [model.load_audio(path) for path in paths]
+            lengths = torch.tensor([w.shape[0] for w in wavs], dtype=torch.int64)
+            batch = torch.nn.utils.rnn.pad_sequence(wavs, batch_first=True)
+            texts, _ = model.transcribe_batch(batch, lengths)
+            for path, text in zip(paths, texts):
+                bar.write(f"{path}\t{text}")
+            bar.update(len(paths))
     return 0

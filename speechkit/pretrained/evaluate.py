@@ -23,6 +23,7 @@ import sys
 from typing import Optional
 
 from speechkit.argtypes import name_value
+from speechkit.terminal import Progress, add_progress_flags
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -46,6 +47,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--allow", action="append", default=[], metavar="NAME",
                         help="An exact dotted name a remote hyperparams.yaml may build besides the allowlist "
                              "(repeatable), e.g. --allow mypackage.models.MyEncoder.")
+    add_progress_flags(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -82,12 +84,17 @@ def evaluate(args: argparse.Namespace) -> Optional[dict]:
     order = sorted(data, key=lambda i: (-float(data[i].get("duration", 0.0)), i))
     shard = shard_round_robin(order, ctx.rank, ctx.world_size)
     stats = ErrorRateStats()
-    for start in range(0, len(shard), max(1, args.batch_size)):
-        ids = shard[start:start + args.batch_size]
-        wavs = [model.load_audio(data[i][args.audio_field]) for i in ids]
-        lengths = torch.tensor([w.shape[0] for w in wavs], dtype=torch.int64)
-        texts, _ = model.transcribe_batch(torch.nn.utils.rnn.pad_sequence(wavs, batch_first=True), lengths)
-        stats.append(ids, [t.split() for t in texts], [str(data[i][args.text_field]).split() for i in ids])
+    shown = ctx.is_main and not getattr(args, "no_progress", False)  # rank 0's shard stands for the others'
+    with Progress("evaluate", len(shard), unit="utt", enabled=shown) as bar:
+        for start in range(0, len(shard), max(1, args.batch_size)):
+            ids = shard[start:start + args.batch_size]
+            wavs = [model.load_audio(data[i][args.audio_field]) for i in ids]
+            lengths = torch.tensor([w.shape[0] for w in wavs], dtype=torch.int64)
+            batch = torch.nn.utils.rnn.pad_sequence(wavs, batch_first=True)
+            texts, _ = model.transcribe_batch(batch, lengths)
+            references = [str(data[i][args.text_field]).split() for i in ids]
+            stats.append(ids, [t.split() for t in texts], references)
+            bar.update(len(ids))
     result = stats.summarize()  # gathers every rank's utterances, keyed by id
     if not ctx.is_main:
         return None

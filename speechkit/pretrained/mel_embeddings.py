@@ -18,8 +18,9 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Optional
 
 import numpy as np
 import torch
@@ -70,7 +71,7 @@ def _save_atomic(path: Path, array: np.ndarray) -> None:
 
 
 def write_embeddings(vocoder, rows: dict, output, pairs: Sequence = (), steps: int = 5,
-                     audio_field: str = "wav") -> Path:
+                     audio_field: str = "wav", progress: Optional[Callable[[int, int], None]] = None) -> Path:
     """Write each row's mel and the blends of each pair to ``output``; returns the manifest's path.
 
     Args:
@@ -79,6 +80,7 @@ def write_embeddings(vocoder, rows: dict, output, pairs: Sequence = (), steps: i
         output: folder for ``<id>.npy``, ``<first>~<second>~<k>.npy`` and ``manifest.json``.
         pairs: ``(first_id, second_id)`` pairs to blend.
         steps: blends per pair at alphas ``linspace(0, 1, steps)`` (so the ends equal the inputs' mels).
+        progress: called as ``progress(done, total)`` after each array written (rows, then blends).
 
     Raises:
         ManifestError: a pair names an id that is not in ``rows``, a blend's id (or file name) is already an
@@ -101,6 +103,7 @@ def write_embeddings(vocoder, rows: dict, output, pairs: Sequence = (), steps: i
     output.mkdir(parents=True, exist_ok=True)
     seconds_per_frame = vocoder.hop_length / vocoder.sample_rate
     manifest, mels = {}, {}
+    total = len(rows) + len(pairs) * steps
     for item_id, row in rows.items():
         if audio_field not in row:
             raise ManifestError(f"item '{item_id}' has no field '{audio_field}' (the audio)")
@@ -109,6 +112,8 @@ def write_embeddings(vocoder, rows: dict, output, pairs: Sequence = (), steps: i
         _save_atomic(path, mels[item_id].numpy())
         manifest[item_id] = {"mel": str(path.resolve()), "source": str(row[audio_field]), "alpha": None,
                              "duration": mels[item_id].shape[0] * seconds_per_frame}
+        if progress:
+            progress(len(manifest), total)
     for first, second in pairs:
         for k, alpha in enumerate(np.linspace(0.0, 1.0, steps).tolist()):
             mel = interpolate_mels(mels[first], mels[second], alpha)
@@ -117,6 +122,8 @@ def write_embeddings(vocoder, rows: dict, output, pairs: Sequence = (), steps: i
             _save_atomic(path, mel.numpy())
             manifest[item_id] = {"mel": str(path.resolve()), "duration": mel.shape[0] * seconds_per_frame,
                                  "source": f"{first} -> {second}", "alpha": alpha}
+            if progress:
+                progress(len(manifest), total)
     path = output / "manifest.json"
     temporary = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     temporary.write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n", encoding="utf-8")
