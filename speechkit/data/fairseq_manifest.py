@@ -31,6 +31,7 @@ import os
 from collections.abc import Iterable, Mapping
 from typing import NamedTuple, Optional, Union
 
+from speechkit.data.fields import FILE_FIELDS
 from speechkit.errors import ManifestError
 
 #: Label files read next to a manifest when present: ``<stem>.<ext>`` with one line per row.
@@ -252,8 +253,6 @@ def write_labels(rows: Mapping[str, Mapping], manifest: Union[str, os.PathLike],
         >>> write_labels({"u1": {"wav": "/c/s1/u1.flac", "text": "HELLO"}}, "train.tsv")  # doctest: +SKIP
         ['train.wrd', 'train.ltr']
     """
-    from speechkit.data.manifest import FILE_FIELDS
-
     manifest = os.fspath(manifest)
     _, entries = read_entries(manifest, check_files=False)
     ids = _ids_for(manifest, entries)

@@ -30,14 +30,8 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any, Callable, Optional, Union
 
+from speechkit.data.fields import FILE_FIELDS, INTEGER_FIELDS, NUMBER_FIELDS
 from speechkit.errors import AudioError, ManifestError
-
-#: Fields that hold a path to a file: checked to exist, and making ``duration`` required.
-FILE_FIELDS = ("wav", "audio", "flac", "file", "path")
-#: Fields that must hold numbers >= 0 wherever they appear.
-NUMBER_FIELDS = ("duration", "start", "stop")
-#: Fields that must hold whole numbers wherever they appear.
-INTEGER_FIELDS = ("sample_rate",)
 
 _PLACEHOLDER = re.compile(r"\$(?:\{(\w+)\}|(\w+))")
 #: Below this many files, headers are read in this process: reading a header takes well under a millisecond
