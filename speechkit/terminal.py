@@ -1,10 +1,11 @@
 """Progress bars on the terminal, and log lines that share the terminal with them.
 
-Training, ``speechkit infer`` and every long command (``corpus``, ``manifest``, ``trim-silence``,
-``mixtures``, ``embed``, ``separate``, ``transcribe``, ``evaluate``) show the same tqdm bar on stderr, and
-only when stderr is a terminal: a log file or a pipe gets no bar. ``--no-progress`` and ``--noprogressbar``
-(synonyms, accepted by each of these commands and by recipes) turn it off. While a bar is shown, console log
-lines go through it (tqdm's logging redirect), so a line is printed above the bar instead of onto it.
+Training, ``speechkit infer`` and every long command (``corpus``, ``manifest``, ``prepare-librispeech``,
+``trim-silence``, ``mixtures``, ``embed``, ``separate``, ``transcribe``, ``evaluate``) show the same tqdm
+bar on stderr, and only when stderr is a terminal: a log file or a pipe gets no bar. ``--no-progress`` and
+``--noprogressbar`` (synonyms, accepted by each of these commands and by recipes) turn it off. While a bar
+is shown, console log lines go through it (tqdm's logging redirect), so a line is printed above the bar
+instead of onto it.
 
 Example::
 

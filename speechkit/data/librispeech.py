@@ -20,11 +20,12 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Optional
 
 from speechkit.data.manifest import read_durations, write_json_manifest
 from speechkit.errors import ManifestError
+from speechkit.terminal import Progress, add_progress_flags
 
 TRANSCRIPT_SUFFIX = ".trans.txt"
 
@@ -97,7 +98,8 @@ def read_split(split_folder: str, *, ext: str = "flac") -> dict:
 
 def prepare_librispeech(data_folder: str, save_folder: str, splits: Optional[Sequence[str]] = None, *,
                         placeholder: Optional[str] = None, num_workers: int = 1, ext: str = "flac",
-                        skip_if_exists: bool = True) -> dict:
+                        skip_if_exists: bool = True,
+                        progress: Optional[Callable[[int, int], None]] = None) -> dict:
     """Write ``save_folder/<split>.json`` for each split of a LibriSpeech-layout ``data_folder``.
 
     Arguments:
@@ -106,6 +108,7 @@ def prepare_librispeech(data_folder: str, save_folder: str, splits: Optional[Seq
             data_folder}``) instead of absolute ones.
         num_workers: processes reading durations from file headers.
         skip_if_exists: leave manifests that already exist untouched (so recipes can call this every run).
+        progress: called as ``progress(done, total)`` after each file's header, over every split written.
 
     Returns:
         ``{split: manifest path}``.
@@ -119,6 +122,7 @@ def prepare_librispeech(data_folder: str, save_folder: str, splits: Optional[Seq
         raise ManifestError(f"{data_folder} holds no split with <speaker>/<chapter>/*{TRANSCRIPT_SUFFIX} "
                             "files")
     written: dict = {}
+    todo = []  # (destination, rows): every split's transcripts first, so the total of files is known
     for split in splits:
         destination = os.path.join(save_folder, f"{split}.json")
         written[split] = destination
@@ -127,8 +131,13 @@ def prepare_librispeech(data_folder: str, save_folder: str, splits: Optional[Seq
         split_folder = os.path.join(data_folder, split)
         if not os.path.isdir(split_folder):
             raise ManifestError(f"split {split!r} not found in {data_folder} (found: {', '.join(available)})")
-        rows = read_split(split_folder, ext=ext)
-        durations = read_durations((row["wav"] for row in rows.values()), num_workers=num_workers)
+        todo.append((destination, read_split(split_folder, ext=ext)))
+    total, done = sum(len(rows) for _, rows in todo), 0
+    for destination, rows in todo:
+        counted = None if progress is None else (lambda n, _, before=done: progress(before + n, total))
+        durations = read_durations((row["wav"] for row in rows.values()), num_workers=num_workers,
+                                   progress=counted)
+        done += len(rows)
         manifest = {}
         for data_id, row in rows.items():
             wav = row["wav"]
@@ -155,11 +164,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="processes reading durations (default: up to 8)")
     parser.add_argument("--ext", default="flac", help="audio extension (default: flac)")
     parser.add_argument("--force", action="store_true", help="rewrite manifests that already exist")
+    add_progress_flags(parser)
 
 
 def run(args: argparse.Namespace) -> int:
-    written = prepare_librispeech(args.data_folder, args.dest, args.splits, placeholder=args.placeholder,
-                                  num_workers=args.workers, ext=args.ext, skip_if_exists=not args.force)
+    with Progress("prepare-librispeech", unit="file", enabled=not args.no_progress) as bar:
+        written = prepare_librispeech(args.data_folder, args.dest, args.splits, placeholder=args.placeholder,
+                                      num_workers=args.workers, ext=args.ext, skip_if_exists=not args.force,
+                                      progress=bar.report)
     for split, path in written.items():
         print(f"{split}: {path}")
     return 0

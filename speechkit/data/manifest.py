@@ -425,14 +425,16 @@ def _read_headers(paths: list, num_workers: int, progress: Optional[Callable[[in
     return results
 
 
-def read_durations(paths: Iterable[str], num_workers: int = 1, skip_unreadable: bool = False) -> dict:
-    """``{path: (duration in seconds, sample rate)}`` from file headers, in ``num_workers`` processes.
+def read_durations(paths: Iterable[str], num_workers: int = 1, skip_unreadable: bool = False,
+                   progress: Optional[Callable[[int, int], None]] = None) -> dict:
+    """``{path: (duration in seconds, sample rate)}`` from file headers, in ``num_workers`` processes;
+    ``progress(done, total)`` is called after each file.
 
     Raises:
         AudioError: naming the first file that cannot be read (unless ``skip_unreadable``).
     """
     found: dict = {}
-    for path, header, error in _read_headers(list(paths), num_workers, None):
+    for path, header, error in _read_headers(list(paths), num_workers, progress):
         if header is None:
             if skip_unreadable:
                 continue

@@ -73,3 +73,12 @@ def test_corpus_counts_utterances_on_a_terminal(tmp_path, monkeypatch, capsys):
         "--num-sentences", "10", "--num-workers", "1"])
     assert "corpus: 100%" in screen and "3/3 [" in screen, screen
     assert "corpus: 3 utterances" in capsys.readouterr().out
+
+
+def test_prepare_librispeech_counts_the_files_of_every_split_on_a_terminal(tmp_path, monkeypatch):
+    from tests.unit.data.test_librispeech import make_librispeech
+
+    root = make_librispeech(tmp_path / "LibriSpeech")  # 3 files in dev-clean, 1 in test-clean
+    screen = run_on_terminal(monkeypatch, ["prepare-librispeech", str(root), "--dest", str(tmp_path / "m"),
+                                           "--workers", "1"])
+    assert "prepare-librispeech: 100%" in screen and "4/4 [" in screen, screen

@@ -112,8 +112,8 @@ def test_training_bar_on_a_terminal_with_log_lines_above_it_never_on_its_line(tm
     assert line.rstrip("\r").split("\r")[-1] == "LOG user: halfway through the epoch", repr(line)
 
 
-BAR_COMMANDS = ("corpus", "manifest", "trim-silence", "mixtures", "embed", "separate", "transcribe", "infer",
-                "evaluate")
+BAR_COMMANDS = ("corpus", "manifest", "prepare-librispeech", "trim-silence", "mixtures", "embed", "separate",
+                "transcribe", "infer", "evaluate")
 
 
 @pytest.mark.parametrize("name", BAR_COMMANDS)
