@@ -22,12 +22,15 @@ from speechkit.errors import DataError
 
 
 def values_checkable(lengths: torch.Tensor) -> bool:
-    """Whether reading the values of ``lengths`` is free: on CPU, outside ``torch.compile``.
+    """Whether reading the values of ``lengths`` is free: on CPU, outside ``torch.compile`` and tracing.
 
     Reading a value of an accelerator tensor forces a device synchronization (and a graph break when
-    compiled), so value checks only run on CPU tensors; the data loader's lengths are checked there.
+    compiled), so value checks only run on CPU tensors; the data loader's lengths are checked there. A
+    traced graph (ONNX or TorchScript export) would keep the check's outcome as a constant, so the
+    exported model's runtime checks its inputs instead (speechkit.export).
     """
-    return lengths.device.type == "cpu" and not torch.compiler.is_compiling()
+    return (lengths.device.type == "cpu" and not torch.compiler.is_compiling()
+            and not torch.jit.is_tracing())
 
 
 def check_lengths(lengths: torch.Tensor, max_len: int, batch_size: int, name: str = "lengths") -> None:

@@ -83,7 +83,7 @@ class Pretrained(torch.nn.Module):
                      run_opts=None, trust_remote_code: bool = False, revision: Optional[str] = None,
                      strategy: Union[FetchStrategy, str] = FetchStrategy.SYMLINK, allow_network: bool = True,
                      cache_dir=None, allow: Sequence[str] = (), force_download: bool = False,
-                     limits: Optional[SourceLimits] = None):
+                     limits: Optional[SourceLimits] = None, backend: str = "torch"):
         """Fetch a model folder's ``hyperparams.yaml`` and files, build the modules and load the weights.
 
         Args:
@@ -102,6 +102,9 @@ class Pretrained(torch.nn.Module):
                 built-in allowlist (see docs/pretrained.md); ignored with ``trust_remote_code``.
             force_download: fetch every remote file anew instead of revalidating the cached copy.
             limits: size and time limits for a non-local source (default: :class:`SourceLimits`'s).
+            backend: ``"torch"`` runs the modules; ``"onnx"`` (onnxruntime) or ``"torchscript"`` runs the
+                graphs ``speechkit export --format`` wrote into the folder (docs/deploy.md), with the same
+                results.
 
         Raises:
             UnsafeSourceError: a remote YAML asks for an object outside the allowlist (naming tag and file).
@@ -171,7 +174,14 @@ class Pretrained(torch.nn.Module):
         if text is None:
             text = pathlib.Path(yaml_path).read_text(encoding="utf-8", errors="replace")
         check_interface_keys(hparams, where, text)
-        return interface(hparams["modules"], hparams, run_opts=run_opts, source_description=where)
+        built = interface(hparams["modules"], hparams, run_opts=run_opts, source_description=where)
+        if backend != "torch":  # the folder's exported graphs replace the modules (speechkit.export)
+            from speechkit.export.runtime import attach_backend
+
+            attach_backend(built, backend, fetch_source.path,
+                           lambda name: fetch(name, fetch_source, savedir, strategy=strategy,
+                                              max_bytes=None if local else limits.max_file_bytes, **common))
+        return built
 
     @classmethod
     def _declared_interface(cls, hparams: dict, where: str) -> type:

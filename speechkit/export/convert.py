@@ -1,0 +1,219 @@
+"""Write one graph as ONNX or TorchScript and prove it equals PyTorch on lengths it never saw.
+
+Both formats are traced through the module's Python code (the traceable twins of
+:mod:`speechkit.export.substitutes` stand in for the STFT front ends). A trace can silently bake a Python
+value of a tensor (a length, a shape) into the graph, so every artefact is run on fresh batches of random
+lengths, and on each of their items alone, and compared with the PyTorch module; any difference above the
+tolerance is an :class:`ExportError` naming the lines whose values were frozen.
+
+Example:
+    >>> report = export_graph(spec, "out/recognizer.onnx", "onnx")     # doctest: +SKIP
+    >>> report["max_abs_diff"] < 1e-4                                   # doctest: +SKIP
+    True
+"""
+from __future__ import annotations
+
+import pathlib
+import re
+import warnings
+
+import numpy as np
+import torch
+
+from speechkit.errors import SpeechkitError
+
+#: ONNX operator set of the exported graphs.
+OPSET = 17
+#: Largest difference to PyTorch an exported graph may show on any output value.
+TOLERANCE = 1e-4
+
+
+class ExportError(SpeechkitError):
+    """A module cannot be exported, or its exported graph differs from PyTorch."""
+
+
+def export_graph(spec, path, fmt: str, seed: int = 0, checks: int = 3) -> dict:
+    """Export ``spec`` (a :class:`~speechkit.export.graphs.GraphSpec`) to ``path`` as ``fmt`` ("onnx" or
+    "torchscript"), check it and return its card entry (names, shapes, opset, versions, max difference)."""
+    from speechkit.export.runtime import load_graph
+    from speechkit.export.substitutes import exportable
+
+    path = pathlib.Path(path)
+    spec.module.eval()
+    traced_module = exportable(spec.module).eval()
+    generator = torch.Generator().manual_seed(seed)
+    base = max(4 * spec.min_length, 16000 if spec.time_unit == "samples" else 40)
+    example_lengths = [base, base * 3 // 4]
+    example = (spec.example(example_lengths), torch.tensor(example_lengths))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with torch.no_grad():
+            if fmt == "onnx":
+                _to_onnx(spec, traced_module, example, path)
+            elif fmt == "torchscript":
+                _to_torchscript(spec, traced_module, example, path)
+            else:
+                raise ExportError(f"unknown export format {fmt!r}; use onnx or torchscript")
+    frozen = sorted({f"{pathlib.Path(w.filename).name}:{w.lineno}" for w in caught
+                     if issubclass(w.category, torch.jit.TracerWarning)})
+    graph = load_graph(path, fmt, spec.input_names, spec.output_names)
+    max_diff = check_graph(spec, graph, generator, base, checks, frozen)
+    with torch.no_grad():
+        outputs = _as_tuple(spec.module(*example))
+    return {"file": path.name, "format": fmt, "opset": OPSET if fmt == "onnx" else None,
+            "inputs": _shapes(spec.dynamic_axes, spec.input_names, example),
+            "outputs": _shapes(spec.dynamic_axes, spec.output_names, outputs),
+            "torch": torch.__version__, "max_abs_diff": max_diff, "time_unit": spec.time_unit,
+            "min_length": spec.min_length}
+
+
+def check_graph(spec, graph, generator, base: int, checks: int, frozen=()) -> float:
+    """Largest difference between ``graph`` and ``spec.module`` over ``checks`` batches of random lengths
+    (batch sizes 1, 3, 4, ...; lengths from ``min_length`` to 2.5x the export example), and over each item
+    of the last batch run alone; raises :class:`ExportError` beyond :data:`TOLERANCE`."""
+    worst = 0.0
+    for index in range(checks):
+        batch = 1 if index == 0 else 2 + index
+        high = int(base * 2.5)
+        lengths = torch.randint(spec.min_length, high + 1, (batch,), generator=generator)
+        x = spec.example(lengths.tolist())
+        with torch.no_grad():
+            expected = _as_tuple(spec.module(x, lengths))
+        got = graph(x, lengths)
+        worst = max(worst, _compare(spec, expected, got, lengths, frozen, "a batch"))
+        if batch > 1:
+            for item in range(batch):
+                n = int(lengths[item])
+                alone = graph(x[item:item + 1, :n], lengths[item:item + 1])
+                in_batch = tuple(_item(spec, out, item, alone_out) for out, alone_out in zip(got, alone))
+                worst = max(worst, _compare(spec, in_batch, alone, lengths[item:item + 1], frozen,
+                                            "an item alone against the same item in a padded batch"))
+    return worst
+
+
+def _item(spec, out: torch.Tensor, item: int, like: torch.Tensor) -> torch.Tensor:
+    """Item ``item`` of a batch output, cut to the shape of the same output computed for it alone."""
+    out = out[item:item + 1]
+    if out.dim() == 1:
+        return out
+    return out[tuple(slice(0, n) for n in like.shape)]
+
+
+def _compare(spec, expected, got, lengths, frozen, what: str) -> float:
+    worst = 0.0
+    for name, e, g in zip(spec.output_names, expected, got):
+        e, g = torch.as_tensor(e), torch.as_tensor(g)
+        if e.shape != g.shape:
+            raise ExportError(_mismatch(spec, f"output '{name}' has shape {tuple(g.shape)} instead of "
+                                              f"{tuple(e.shape)}", lengths, frozen, what))
+        if not e.is_floating_point():
+            if not torch.equal(e, g):
+                raise ExportError(_mismatch(spec, f"output '{name}' is {g.tolist()} instead of {e.tolist()}",
+                                            lengths, frozen, what))
+            continue
+        diff = float((e.double() - g.double()).abs().max()) if e.numel() else 0.0
+        if not diff <= TOLERANCE:
+            raise ExportError(_mismatch(spec, f"output '{name}' differs by {diff:.3g}", lengths, frozen, what))
+        worst = max(worst, diff)
+    return worst
+
+
+def _mismatch(spec, problem: str, lengths, frozen, what: str) -> str:
+    where = (f"; the trace froze Python values of tensors at {', '.join(frozen[:6])}" if frozen else "")
+    return (f"{spec.name}: the exported graph differs from PyTorch on {what} of lengths {lengths.tolist()} "
+            f"(never seen at export): {problem}{where}")
+
+
+def _as_tuple(out) -> tuple:
+    return tuple(out) if isinstance(out, (tuple, list)) else (out,)
+
+
+def _shapes(axes: dict, names, tensors) -> dict:
+    """name -> dims: the dynamic axes' names, the fixed sizes as numbers."""
+    return {name: [axes.get(name, {}).get(i, size) for i, size in enumerate(tensor.shape)]
+            for name, tensor in zip(names, tensors)}
+
+
+def _to_onnx(spec, module, example, path: pathlib.Path) -> None:
+    try:
+        torch.onnx.export(module, example, str(path), dynamo=False, opset_version=OPSET,
+                          input_names=list(spec.input_names), output_names=list(spec.output_names),
+                          dynamic_axes=spec.dynamic_axes)
+    except Exception as error:  # the exporter raises many types; every one becomes a clear ExportError
+        raise ExportError(f"{spec.name}: cannot export to ONNX: {describe_failure(error, module)}") from None
+    restore_missing_initializers(path, module)
+
+
+def restore_missing_initializers(path: pathlib.Path, module: torch.nn.Module) -> None:
+    """Give every weight of the file its own initializer.
+
+    The exporter merges parameters of equal values (two freshly initialized normalizations) into one
+    initializer read through ``Identity`` nodes, which onnxruntime's graph optimizer removes, leaving nodes
+    that read a name nothing defines; the file is then refused. Each such ``Identity`` becomes a copy of
+    its initializer.
+    """
+    import onnx
+
+    model = onnx.load(str(path))
+    graph = model.graph
+    initializers = {tensor.name: tensor for tensor in graph.initializer}
+    aliases = [node for node in graph.node
+               if node.op_type == "Identity" and len(node.input) == 1 and node.input[0] in initializers]
+    if not aliases:
+        return
+    for node in aliases:
+        copy_ = onnx.TensorProto()
+        copy_.CopyFrom(initializers[node.input[0]])
+        copy_.name = node.output[0]
+        graph.initializer.append(copy_)
+        graph.node.remove(node)
+    onnx.save(model, str(path))
+
+
+def _to_torchscript(spec, module, example, path: pathlib.Path) -> None:
+    try:
+        traced = torch.jit.trace(module, example, check_trace=False)
+    except Exception as error:
+        raise ExportError(f"{spec.name}: cannot trace to TorchScript: "
+                          f"{describe_failure(error, module)}") from None
+    traced.save(str(path))
+
+
+def describe_failure(error: Exception, module: torch.nn.Module) -> str:
+    """``module <path> (<Class>): operation <op>: <first line of the error>`` from an exporter error."""
+    text = str(error)
+    first = text.strip().splitlines()[0] if text.strip() else type(error).__name__
+    op = None
+    for pattern in (r"operator '?([a-z_]+::[A-Za-z0-9_.]+)'?", r"export of operator ([A-Za-z0-9_]+)",
+                    r"aten::([A-Za-z0-9_]+)"):
+        found = re.search(pattern, text)
+        if found:
+            op = found.group(1)
+            break
+    scope = re.search(r"scope: ([^\s#]+)", text)
+    where = _module_of_scope(scope.group(1), module) if scope else None
+    if where is None:
+        where = "the model (the exporter names no module)"
+    return f"module {where}: operation {op or 'unknown'}: {first[:300]}"
+
+
+def _module_of_scope(scope: str, root: torch.nn.Module):
+    """``encoder.layers.0 (LSTM)`` from a TorchScript scope such as
+    ``pkg.Graph::/pkg.Encoder::encoder/torch.nn.modules.rnn.LSTM::0``."""
+    parts = [p for p in scope.split("/") if "::" in p][1:]
+    names = [p.split("::", 1)[1] for p in parts]
+    path = ".".join(n for n in names if n)
+    module = root
+    try:
+        for name in path.split("."):
+            if name:
+                module = getattr(module, name)
+    except AttributeError:
+        return path or None
+    return f"{path or '(root)'} ({type(module).__name__})"
+
+
+def numpy_inputs(x: torch.Tensor, lengths: torch.Tensor) -> tuple:
+    """The two inputs of a graph as numpy arrays (float32 and int64)."""
+    return (np.ascontiguousarray(x.detach().cpu().numpy().astype(np.float32)),
+            np.ascontiguousarray(lengths.detach().cpu().numpy().astype(np.int64)))

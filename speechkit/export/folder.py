@@ -1,0 +1,94 @@
+"""Add exported graphs to a model folder: ``<artefact>.onnx`` / ``<artefact>.pt``, ``export.json`` and one
+model-card line per artefact.
+
+The written folder is the PyTorch model folder plus its graphs, so the same folder loads with
+``backend="torch"``, ``"onnx"`` or ``"torchscript"``. It is assembled in a temporary folder and renamed
+when complete.
+
+Example:
+    >>> export_folder("results/model", "results/model-onnx", formats=["onnx"])   # doctest: +SKIP
+    PosixPath('results/model-onnx')
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import pathlib
+import shutil
+import tempfile
+
+from speechkit.errors import SpeechkitError
+from speechkit.export.runtime import MANIFEST, SUFFIXES
+
+logger = logging.getLogger(__name__)
+
+
+def export_folder(source, output, formats=("onnx",), force: bool = False, **load_options) -> pathlib.Path:
+    """Load the model folder ``source`` (local path, Hub repo id or URL), export its graphs in ``formats``
+    into a copy of it at ``output``; every graph is checked against PyTorch first
+    (:func:`speechkit.export.convert.export_graph`). Returns ``output``."""
+    from speechkit.export.convert import export_graph
+    from speechkit.export.graphs import graph_specs
+    from speechkit.pretrained.fetching import FetchFrom, resolve_source
+    from speechkit.pretrained.interfaces import Pretrained
+
+    output = pathlib.Path(output)
+    for fmt in formats:
+        if fmt not in SUFFIXES:
+            raise SpeechkitError(f"unknown export format {fmt!r}; use {' or '.join(SUFFIXES)}")
+    if output.exists() and not force:
+        raise SpeechkitError(f"{output}: already exists (pass --force to replace it)")
+    fetch_source = resolve_source(source)
+    with tempfile.TemporaryDirectory(prefix="speechkit-export-") as download:
+        if fetch_source.kind is FetchFrom.LOCAL:
+            folder = pathlib.Path(os.path.expanduser(fetch_source.path))
+            interface = Pretrained.from_hparams(str(folder), **load_options)
+        else:  # a copy of every file, so that the exported folder stands alone
+            folder = pathlib.Path(download)
+            interface = Pretrained.from_hparams(source, savedir=folder, strategy="copy", **load_options)
+        if output.exists() and output.resolve() == folder.resolve():
+            raise SpeechkitError(f"{output}: is the source folder; write the exported copy elsewhere")
+        tmp = output.with_name(f".{output.name}.tmp-{os.getpid()}")
+        shutil.rmtree(tmp, ignore_errors=True)
+        try:
+            shutil.copytree(folder, tmp, symlinks=False, ignore=shutil.ignore_patterns(".*"))
+            manifest = {"interface": type(interface).__name__, "artefacts": {}}
+            for spec in graph_specs(interface):
+                for fmt in formats:
+                    name = f"{spec.name}{SUFFIXES[fmt]}"
+                    logger.info("exporting %s", name)
+                    entry = export_graph(spec, tmp / name, fmt)
+                    entry.update(spec.notes)
+                    manifest["artefacts"][f"{spec.name}.{fmt}"] = entry
+            (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+            card = tmp / "README.md"
+            text = card.read_text(encoding="utf-8") if card.is_file() else f"# {output.name}\n"
+            card.write_text(text.rstrip("\n") + "\n\n" + card_section(manifest), encoding="utf-8")
+            if output.exists():
+                shutil.rmtree(output)
+            os.replace(tmp, output)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return output
+
+
+def card_section(manifest: dict) -> str:
+    """The model card's ``Exported graphs`` section: one line per artefact."""
+    lines = ["## Exported graphs", "",
+             f"Load with `{manifest['interface']}.from_hparams(<this folder>, backend=\"onnx\")` (or "
+             "`\"torchscript\"`); see docs/deploy.md of speechkit. Lengths are absolute (samples or frames) "
+             "and must not exceed the padded input. Each graph was checked against PyTorch on batches of "
+             "random lengths never seen at export and on each item alone.", ""]
+    for entry in manifest["artefacts"].values():
+        inputs = ", ".join(f"{n} {_dims(d)}" for n, d in entry["inputs"].items())
+        outputs = ", ".join(f"{n} {_dims(d)}" for n, d in entry["outputs"].items())
+        opset = f"opset {entry['opset']}, " if entry.get("opset") else ""
+        lines.append(f"- `{entry['file']}` ({entry['format']}, {opset}PyTorch {entry['torch']}): "
+                     f"inputs {inputs}; outputs {outputs}; largest difference to PyTorch "
+                     f"{entry['max_abs_diff']:.2g}.")
+    return "\n".join(lines) + "\n"
+
+
+def _dims(dims) -> str:
+    return "(" + ", ".join(str(d) for d in dims) + ")"

@@ -1,0 +1,169 @@
+"""Run exported graphs: onnxruntime or TorchScript behind the interfaces' usual calls.
+
+:func:`load_graph` gives a callable ``graph(x, lengths) -> tuple of tensors`` that checks its inputs first
+(a graph cannot raise a readable error itself: a length past the padded signal would silently read
+padding). :func:`attach_backend` puts such graphs in place of an interface's modules, so
+``transcribe_file``, ``separate_file``, ``generate`` and ``extract_file`` run the exported artefacts.
+
+Example:
+    >>> graph = load_graph("model/recognizer.onnx", "onnx", ("wavs", "lengths"), ("log_probs",
+    ...                    "frame_lengths"))                                              # doctest: +SKIP
+    >>> log_probs, frames = graph(torch.randn(2, 16000), torch.tensor([16000, 9000]))     # doctest: +SKIP
+"""
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+from typing import Optional
+
+import numpy as np
+import torch
+
+from speechkit.errors import DataError, HparamsError, SpeechkitError
+
+#: Formats of ``backend=`` and the suffix of their files.
+SUFFIXES = {"onnx": ".onnx", "torchscript": ".pt"}
+#: The model folder's description of its exported graphs.
+MANIFEST = "export.json"
+
+
+class Graph:
+    """An exported graph with two inputs (padded signal, int64 lengths); see :func:`load_graph`."""
+
+    def __init__(self, path, fmt: str, input_names, output_names, threads: Optional[int] = None):
+        self.path, self.format = pathlib.Path(path), fmt
+        self.input_names, self.output_names = tuple(input_names), tuple(output_names)
+        if fmt == "onnx":
+            try:
+                import onnxruntime
+            except ImportError:
+                raise SpeechkitError("the onnx backend needs onnxruntime: pip install 'speechkit[onnx]'") \
+                    from None
+            options = onnxruntime.SessionOptions()
+            options.intra_op_num_threads = threads or int(os.environ.get("OMP_NUM_THREADS", "0") or 0)
+            options.inter_op_num_threads = 1
+            self.session = onnxruntime.InferenceSession(str(path), options,
+                                                        providers=["CPUExecutionProvider"])
+        elif fmt == "torchscript":
+            self.module = torch.jit.load(str(path), map_location="cpu").eval()
+        else:
+            raise SpeechkitError(f"unknown backend {fmt!r}; use torch, onnx or torchscript")
+
+    def __call__(self, x: torch.Tensor, lengths: torch.Tensor) -> tuple:
+        """Outputs for the padded batch ``x`` (float32) with ``lengths`` (batch,) valid steps per item."""
+        x = torch.as_tensor(x)
+        lengths = torch.as_tensor(lengths)
+        if lengths.is_floating_point() or lengths.dim() != 1 or lengths.shape[0] != x.shape[0]:
+            raise DataError(f"{self.path.name}: lengths must be ({x.shape[0]},) absolute integer lengths, got "
+                            f"{lengths.dtype} of shape {tuple(lengths.shape)}")
+        if lengths.numel() and (int(lengths.max()) > x.shape[1] or int(lengths.min()) < 0):
+            raise DataError(f"{self.path.name}: lengths {lengths.tolist()} must lie in [0, {x.shape[1]}] (the "
+                            f"padded size of input '{self.input_names[0]}')")
+        device = x.device
+        x, lengths = x.detach().to("cpu", torch.float32), lengths.detach().to("cpu", torch.int64)
+        if self.format == "onnx":
+            feeds = {self.input_names[0]: np.ascontiguousarray(x.numpy()),
+                     self.input_names[1]: np.ascontiguousarray(lengths.numpy())}
+            outputs = [torch.from_numpy(np.asarray(o)) for o in self.session.run(None, feeds)]
+        else:
+            with torch.no_grad():
+                out = self.module(x, lengths)
+            outputs = list(out) if isinstance(out, (tuple, list)) else [out]
+        return tuple(o.to(device) for o in outputs)
+
+
+def load_graph(path, fmt: str, input_names, output_names, threads: Optional[int] = None) -> Graph:
+    """Open an exported graph for :meth:`Graph.__call__`."""
+    return Graph(path, fmt, input_names, output_names, threads)
+
+
+class GraphModule(torch.nn.Module):
+    """An exported graph standing where an interface expects a module: ``forward(x, lengths)`` returns
+    the single output, or the tuple of outputs."""
+
+    def __init__(self, graph: Graph):
+        super().__init__()
+        self.graph = graph
+
+    def forward(self, x: torch.Tensor, lengths: torch.Tensor):
+        outputs = self.graph(x, lengths)
+        return outputs[0] if len(outputs) == 1 else outputs
+
+
+class _EncoderOutput:
+    """The fields of :class:`speechkit.models.wav2vec2.EncoderOutput` the features interface reads."""
+
+    def __init__(self, output: torch.Tensor, lengths: torch.Tensor):
+        self.output, self.lengths = output, lengths
+
+
+class Wav2Vec2GraphModule(torch.nn.Module):
+    """The exported wav2vec 2.0 graph (normalization included) where the interface calls its encoder;
+    only the last layer is exported."""
+
+    def __init__(self, graph: Graph):
+        super().__init__()
+        self.graph = graph
+
+    def forward(self, wavs, lengths, num_layers=None):
+        if num_layers is not None:
+            raise SpeechkitError("the exported wav2vec 2.0 graph gives the last layer only (layer=None); "
+                                 "use backend='torch' for other layers")
+        output, frames = self.graph(wavs, lengths)
+        return _EncoderOutput(output, frames)
+
+
+def read_manifest(folder) -> dict:
+    """The folder's ``export.json``: artefact name -> card entry (see :func:`convert.export_graph`)."""
+    path = pathlib.Path(folder) / MANIFEST
+    if not path.is_file():
+        raise HparamsError(f"{folder}: has no {MANIFEST}; write one with `speechkit export --format onnx`")
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as error:
+        raise HparamsError(f"{path}: not valid JSON: {error}") from None
+
+
+def attach_backend(interface, backend: str, folder, fetch_file=None, threads: Optional[int] = None):
+    """Replace ``interface``'s modules by the exported graphs of ``folder`` in format ``backend``.
+
+    ``fetch_file(name) -> path`` brings a file of the model folder (for remote sources); by default files
+    are read from ``folder``.
+    """
+    if backend not in SUFFIXES:
+        raise SpeechkitError(f"unknown backend {backend!r}; use torch, onnx or torchscript")
+    fetch_file = fetch_file or (lambda name: pathlib.Path(folder) / name)
+    manifest = read_manifest(pathlib.Path(fetch_file(MANIFEST)).parent)
+    artefacts = manifest.get("artefacts", {})
+
+    def graph(name: str) -> Graph:
+        key = f"{name}.{backend}"
+        if key not in artefacts:
+            have = ", ".join(sorted(artefacts)) or "none"
+            raise HparamsError(f"{folder}: {MANIFEST} lists no '{key}' artefact (it has {have}); export "
+                               f"with `speechkit export --format {backend}`")
+        entry = artefacts[key]
+        return load_graph(fetch_file(entry["file"]), backend, entry["inputs"], entry["outputs"], threads)
+
+    from speechkit.pretrained.interfaces import EncoderASR
+    from speechkit.pretrained.separation import SeparationModel
+    from speechkit.pretrained.vocoder import Vocoder
+    from speechkit.pretrained.wav2vec2_features import Wav2Vec2Features
+
+    if isinstance(interface, EncoderASR):
+        interface.mods["exported_recognizer"] = GraphModule(graph("recognizer"))
+        interface.hparams = dict(interface.hparams, encoder_pipeline=["exported_recognizer"])
+    elif isinstance(interface, SeparationModel):
+        interface.mods["separator"] = GraphModule(graph("separator"))
+    elif isinstance(interface, Vocoder):
+        interface.mods["mel"] = GraphModule(graph("mel"))
+        interface.mods["generator"] = GraphModule(graph("generator"))
+    elif isinstance(interface, Wav2Vec2Features):
+        interface.encoder = Wav2Vec2GraphModule(graph("features"))
+        if "normalize" in interface.mods:
+            del interface.mods["normalize"]  # inside the exported graph
+    else:
+        raise SpeechkitError(f"{type(interface).__name__} has no exported backend")
+    interface.backend = backend
+    return interface
