@@ -56,7 +56,7 @@ def export_graph(spec, path, fmt: str, seed: int = 0, checks: int = 3) -> dict:
                 raise ExportError(f"unknown export format {fmt!r}; use onnx or torchscript")
     frozen = sorted({f"{pathlib.Path(w.filename).name}:{w.lineno}" for w in caught
                      if issubclass(w.category, torch.jit.TracerWarning)})
-    graph = load_graph(path, fmt, spec.input_names, spec.output_names)
+    graph = load_graph(path, fmt, spec.input_names, spec.output_names, min_time=spec.min_time)
     max_diff = check_graph(spec, graph, generator, base, checks, frozen)
     with torch.no_grad():
         outputs = _as_tuple(spec.module(*example))
@@ -64,7 +64,7 @@ def export_graph(spec, path, fmt: str, seed: int = 0, checks: int = 3) -> dict:
             "inputs": _shapes(spec.dynamic_axes, spec.input_names, example),
             "outputs": _shapes(spec.dynamic_axes, spec.output_names, outputs),
             "torch": torch.__version__, "max_abs_diff": max_diff, "time_unit": spec.time_unit,
-            "min_length": spec.min_length}
+            "min_length": spec.min_length, "min_time": spec.min_time}
 
 
 def check_graph(spec, graph, generator, base: int, checks: int, frozen=()) -> float:
@@ -113,7 +113,8 @@ def _compare(spec, expected, got, lengths, frozen, what: str) -> float:
             continue
         diff = float((e.double() - g.double()).abs().max()) if e.numel() else 0.0
         if not diff <= TOLERANCE:
-            raise ExportError(_mismatch(spec, f"output '{name}' differs by {diff:.3g}", lengths, frozen, what))
+            problem = f"output '{name}' differs by {diff:.3g}"
+            raise ExportError(_mismatch(spec, problem, lengths, frozen, what))
         worst = max(worst, diff)
     return worst
 
@@ -140,7 +141,8 @@ def _to_onnx(spec, module, example, path: pathlib.Path) -> None:
                           input_names=list(spec.input_names), output_names=list(spec.output_names),
                           dynamic_axes=spec.dynamic_axes)
     except Exception as error:  # the exporter raises many types; every one becomes a clear ExportError
-        raise ExportError(f"{spec.name}: cannot export to ONNX: {describe_failure(error, module)}") from None
+        raise ExportError(f"{spec.name}: cannot export to ONNX: "
+                          f"{describe_failure(error, module, example)}") from None
     restore_missing_initializers(path, module)
 
 
@@ -175,42 +177,61 @@ def _to_torchscript(spec, module, example, path: pathlib.Path) -> None:
         traced = torch.jit.trace(module, example, check_trace=False)
     except Exception as error:
         raise ExportError(f"{spec.name}: cannot trace to TorchScript: "
-                          f"{describe_failure(error, module)}") from None
+                          f"{describe_failure(error, module, example)}") from None
     traced.save(str(path))
 
 
-def describe_failure(error: Exception, module: torch.nn.Module) -> str:
-    """``module <path> (<Class>): operation <op>: <first line of the error>`` from an exporter error."""
+def describe_failure(error: Exception, module: torch.nn.Module, example=None) -> str:
+    """``module <path> (<Class>): operation <op>: <first line of the error>`` from an exporter error.
+
+    The exporter names the operation; the module is the one whose traced code calls it (found by tracing
+    ``module`` on ``example`` and reading the scope of the first node of that operation)."""
     text = str(error)
     first = text.strip().splitlines()[0] if text.strip() else type(error).__name__
     op = None
-    for pattern in (r"operator '?([a-z_]+::[A-Za-z0-9_.]+)'?", r"export of operator ([A-Za-z0-9_]+)",
-                    r"aten::([A-Za-z0-9_]+)"):
+    for pattern in (r"operator '?(?:[a-z_]+::)?([A-Za-z0-9_]+)'?", r"aten::([A-Za-z0-9_]+)"):
         found = re.search(pattern, text)
         if found:
             op = found.group(1)
             break
-    scope = re.search(r"scope: ([^\s#]+)", text)
-    where = _module_of_scope(scope.group(1), module) if scope else None
+    where = _module_calling(op, module, example) if op and example is not None else None
     if where is None:
-        where = "the model (the exporter names no module)"
+        scope = re.search(r"scope: ([^\s#]+)", text)
+        where = _module_of_scope(scope.group(1), module) if scope else None
+    where = where or "unknown (the exporter names none)"
     return f"module {where}: operation {op or 'unknown'}: {first[:300]}"
+
+
+def _module_calling(op: str, module: torch.nn.Module, example):
+    """``path (Class)`` of the first module whose traced code runs ``aten::<op>`` (any case)."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            graph = torch.jit.trace(module, example, check_trace=False).inlined_graph
+    except Exception:  # the trace itself fails: the exporter's message is all there is
+        return None
+    wanted = op.lower()
+    for node in graph.nodes():
+        if node.kind().split("::")[-1].lower().strip("_") == wanted:
+            path = node.scopeName().split("/")[-1].replace("__module.", "").replace("__module", "")
+            return _module_of_path(path, module)
+    return None
+
+
+def _module_of_path(path: str, root: torch.nn.Module) -> str:
+    module = root
+    for name in [n for n in path.split(".") if n]:
+        module = getattr(module, name, None)
+        if module is None:
+            return path
+    return f"{path or '(root)'} ({type(module).__name__})"
 
 
 def _module_of_scope(scope: str, root: torch.nn.Module):
     """``encoder.layers.0 (LSTM)`` from a TorchScript scope such as
     ``pkg.Graph::/pkg.Encoder::encoder/torch.nn.modules.rnn.LSTM::0``."""
     parts = [p for p in scope.split("/") if "::" in p][1:]
-    names = [p.split("::", 1)[1] for p in parts]
-    path = ".".join(n for n in names if n)
-    module = root
-    try:
-        for name in path.split("."):
-            if name:
-                module = getattr(module, name)
-    except AttributeError:
-        return path or None
-    return f"{path or '(root)'} ({type(module).__name__})"
+    return _module_of_path(".".join(p.split("::", 1)[1] for p in parts), root) if parts else None
 
 
 def numpy_inputs(x: torch.Tensor, lengths: torch.Tensor) -> tuple:

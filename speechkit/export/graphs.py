@@ -43,6 +43,7 @@ class GraphSpec:
     example: object
     min_length: int = 1
     time_unit: str = "samples"
+    min_time: int = 1
     notes: dict = field(default_factory=dict)
 
 
@@ -145,8 +146,9 @@ def graph_specs(interface) -> list:
     if isinstance(interface, SeparationModel):
         module = SeparatorGraph(interface.mods["separator"])
         axes = _wave_axes("mixtures", {"sources": {0: "batch", 2: "time"}})
+        kernel = int(getattr(interface.mods["separator"], "kernel_size", 1))
         return [GraphSpec("separator", module, ("mixtures", "lengths"), ("sources",), axes, _waveforms,
-                          min_length=64)]
+                          min_length=64, min_time=kernel)]
     if isinstance(interface, Vocoder):
         mel_axes = _wave_axes("wavs", {"mels": {0: "batch", 1: "frames"}, "frame_lengths": {0: "batch"}})
         gen_axes = {"mels": {0: "batch", 1: "frames"}, "lengths": {0: "batch"},

@@ -31,8 +31,9 @@ MANIFEST = "export.json"
 class Graph:
     """An exported graph with two inputs (padded signal, int64 lengths); see :func:`load_graph`."""
 
-    def __init__(self, path, fmt: str, input_names, output_names, threads: Optional[int] = None):
-        self.path, self.format = pathlib.Path(path), fmt
+    def __init__(self, path, fmt: str, input_names, output_names, threads: Optional[int] = None,
+                 min_time: int = 1):
+        self.path, self.format, self.min_time = pathlib.Path(path), fmt, int(min_time)
         self.input_names, self.output_names = tuple(input_names), tuple(output_names)
         if fmt == "onnx":
             try:
@@ -55,11 +56,14 @@ class Graph:
         x = torch.as_tensor(x)
         lengths = torch.as_tensor(lengths)
         if lengths.is_floating_point() or lengths.dim() != 1 or lengths.shape[0] != x.shape[0]:
-            raise DataError(f"{self.path.name}: lengths must be ({x.shape[0]},) absolute integer lengths, got "
-                            f"{lengths.dtype} of shape {tuple(lengths.shape)}")
+            raise DataError(f"{self.path.name}: lengths must be ({x.shape[0]},) absolute integer lengths, "
+                            f"got {lengths.dtype} of shape {tuple(lengths.shape)}")
         if lengths.numel() and (int(lengths.max()) > x.shape[1] or int(lengths.min()) < 0):
-            raise DataError(f"{self.path.name}: lengths {lengths.tolist()} must lie in [0, {x.shape[1]}] (the "
-                            f"padded size of input '{self.input_names[0]}')")
+            raise DataError(f"{self.path.name}: lengths {lengths.tolist()} must lie in [0, {x.shape[1]}] "
+                            f"(the padded size of input '{self.input_names[0]}')")
+        if x.shape[1] < self.min_time:
+            raise DataError(f"{self.path.name}: input '{self.input_names[0]}' must be padded to at least "
+                            f"{self.min_time} steps, got {x.shape[1]}")
         device = x.device
         x, lengths = x.detach().to("cpu", torch.float32), lengths.detach().to("cpu", torch.int64)
         if self.format == "onnx":
@@ -73,9 +77,10 @@ class Graph:
         return tuple(o.to(device) for o in outputs)
 
 
-def load_graph(path, fmt: str, input_names, output_names, threads: Optional[int] = None) -> Graph:
+def load_graph(path, fmt: str, input_names, output_names, threads: Optional[int] = None,
+               min_time: int = 1) -> Graph:
     """Open an exported graph for :meth:`Graph.__call__`."""
-    return Graph(path, fmt, input_names, output_names, threads)
+    return Graph(path, fmt, input_names, output_names, threads, min_time)
 
 
 class GraphModule(torch.nn.Module):
@@ -144,7 +149,8 @@ def attach_backend(interface, backend: str, folder, fetch_file=None, threads: Op
             raise HparamsError(f"{folder}: {MANIFEST} lists no '{key}' artefact (it has {have}); export "
                                f"with `speechkit export --format {backend}`")
         entry = artefacts[key]
-        return load_graph(fetch_file(entry["file"]), backend, entry["inputs"], entry["outputs"], threads)
+        return load_graph(fetch_file(entry["file"]), backend, entry["inputs"], entry["outputs"], threads,
+                          entry.get("min_time", 1))
 
     from speechkit.pretrained.interfaces import EncoderASR
     from speechkit.pretrained.separation import SeparationModel

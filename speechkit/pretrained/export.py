@@ -43,11 +43,15 @@ logger = logging.getLogger(__name__)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--checkpoints", required=True,
+    parser.add_argument("--checkpoints", default=None,
                         help="The recipe's checkpoints folder (CKPT+* inside; the best by --min-key/"
                         "--max-key is exported), or one checkpoint folder (a CKPT+ folder, or one written by "
                         "speechkit average-checkpoints).")
-    parser.add_argument("--hparams", required=True, help="The inference YAML that becomes hyperparams.yaml.")
+    parser.add_argument("--hparams", default=None, help="The inference YAML that becomes hyperparams.yaml.")
+    parser.add_argument("--model", default=None, help="Export graphs of this model folder (local, Hub repo "
+                        "id or URL) instead of a recipe's checkpoint (with --format).")
+    parser.add_argument("--format", action="append", default=[], choices=["onnx", "torchscript"],
+                        help="Also write the model's graphs in this format (repeatable; docs/deploy.md).")
     parser.add_argument("--output", required=True, help="The model folder to write.")
     group = parser.add_mutually_exclusive_group()
     group.add_argument("--min-key", default=None, help="Pick the checkpoint with the lowest value (WER).")
@@ -63,6 +67,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.format or args.model:  # exported graphs (speechkit.export)
+        from speechkit.export.cli import run_export
+
+        return run_export(args, export_model)
+    if not (args.checkpoints and args.hparams):
+        raise SpeechkitError("give --checkpoints and --hparams (a recipe's checkpoint), or --model with "
+                             "--format")
     folder = export_model(
         args.checkpoints, args.hparams, args.output, min_key=args.min_key, max_key=args.max_key,
         mapping=dict(args.map), files=dict(args.file), name=args.name,
