@@ -278,6 +278,13 @@ class EncoderASR(Pretrained):
         """``model(wavs, lengths)`` transcribes a padded batch (see :meth:`transcribe_batch`)."""
         return self.transcribe_batch(wavs, lengths)
 
+    def stream(self):
+        """A new :class:`speechkit.streaming.Stream` (``accept(chunk) -> partial text``, ``finish() -> text``)
+        of a streamable model (docs/deploy.md)."""
+        from speechkit.streaming import StreamingASR
+
+        return StreamingASR(self).stream()
+
 
 @register_interface
 class EncoderDecoderASR(EncoderASR):

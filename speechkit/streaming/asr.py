@@ -1,0 +1,203 @@
+"""Streaming speech recognition: audio chunks in, partial transcripts out, the offline transcript at the end.
+
+A model streams when every step before the CTC head is causal: :class:`~speechkit.features.Fbank`
+features (no deltas), :class:`~speechkit.features.GlobalNormalization` (statistics of the training set, not
+of the recording), a unidirectional :class:`~speechkit.models.RecurrentEncoder` and the CTC head (the
+streaming preset of templates/speech_recognition trains one). Each stream carries its own state: samples
+the next feature frames read, feature frames of an incomplete encoder step, recurrent states, and the
+token prefix. Its outputs equal the offline model's on the whole recording (within float rounding, 1e-5),
+for any chunking, and the final transcript is the offline one: the model folder's ``decoder`` (a beam
+search) reruns on the stream's scores at :meth:`Stream.finish`; partial transcripts are greedy.
+
+Example:
+    >>> asr = EncoderASR.from_hparams("results/streaming-model")       # doctest: +SKIP
+    >>> stream = asr.stream()                                           # doctest: +SKIP
+    >>> for chunk in audio.split(5120):                                 # doctest: +SKIP
+    ...     print(stream.accept(chunk))                                 # partial text so far
+    >>> stream.finish()                                                 # doctest: +SKIP
+    'HELLO WORLD'
+    >>> streams = StreamingASR(asr).batch(8)        # 8 streams in one batch        # doctest: +SKIP
+    >>> partials = streams.accept([chunk_0, None, chunk_2, ...])                    # doctest: +SKIP
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+import torch
+
+from speechkit.errors import AudioError, SpeechkitError
+from speechkit.features import Fbank, GlobalNormalization
+from speechkit.streaming.features import StreamingFbank
+from speechkit.streaming.recurrent import StreamingRecurrentEncoder
+
+
+class StreamingASR:
+    """Streams of a streamable :class:`~speechkit.pretrained.EncoderASR` (checked here, naming the step that
+    reads the future)."""
+
+    def __init__(self, asr):
+        self.asr = asr
+        pipeline = list(asr.hparams["encoder_pipeline"])
+        mods = asr.mods
+        kinds = [type(mods[name]).__name__ if name in mods else name for name in pipeline]
+        if len(pipeline) not in (3, 4) or not isinstance(mods[pipeline[0]], Fbank):
+            raise SpeechkitError(f"encoder_pipeline {pipeline} ({', '.join(kinds)}) does not stream: expected "
+                                 "Fbank, [GlobalNormalization,] RecurrentEncoder, CTC head")
+        self.fbank = mods[pipeline[0]]
+        self.normalize = mods[pipeline[1]] if len(pipeline) == 4 else None
+        if self.normalize is not None and not isinstance(self.normalize, GlobalNormalization):
+            raise SpeechkitError(f"module '{pipeline[1]}' ({kinds[1]}) normalizes with statistics of the "
+                                 "whole recording; a streaming model needs GlobalNormalization")
+        self.encoder, self.head = mods[pipeline[-2]], mods[pipeline[-1]]
+        StreamingRecurrentEncoder(self.encoder, 1)  # refuses a bidirectional or other encoder now
+        StreamingFbank(self.fbank)  # refuses deltas now
+        if asr.trim_silence is not None:
+            raise SpeechkitError("the model trims silence at both ends of a recording (trim_silence), which "
+                                 "needs the whole recording; a streaming model folder must not set it")
+        self.sample_rate = asr.sample_rate
+        self.blank = int(asr.hparams.get("decoding", {}).get("blank_index", 0))
+
+    def stream(self) -> Stream:
+        """One new stream."""
+        return Stream(self.batch(1))
+
+    def batch(self, size: int) -> StreamBatch:
+        """``size`` new streams decoded together (one forward per call for all)."""
+        return StreamBatch(self, size)
+
+
+class StreamBatch:
+    """Several streams advanced together: ``accept([chunk or None, ...]) -> [partial text, ...]``,
+    ``finish() -> [final text, ...]``.
+
+    A chunk is a (time,) waveform at the model's rate (a tensor or numpy array), or (time, channels) whose
+    channels are averaged; None or an empty chunk leaves that stream as it is.
+    """
+
+    def __init__(self, owner: StreamingASR, size: int):
+        if size < 1:
+            raise ValueError(f"a batch needs at least one stream, got {size}")
+        self.owner, self.size = owner, size
+        self.features = [StreamingFbank(owner.fbank) for _ in range(size)]
+        self.encoder = StreamingRecurrentEncoder(owner.encoder, size)
+        self.log_probs = [[] for _ in range(size)]  # per stream: (frames, vocabulary) pieces
+        self.encoded = [[] for _ in range(size)]
+        self.tokens = [[] for _ in range(size)]
+        self.last = [owner.blank] * size
+        self.finished = False
+
+    @torch.no_grad()
+    def accept(self, chunks: list) -> list:
+        """Feed one chunk per stream; returns each stream's partial transcript."""
+        self._check_open()
+        if len(chunks) != self.size:
+            raise ValueError(f"expected {self.size} chunks (None for a stream without audio), got "
+                             f"{len(chunks)}")
+        feats = [self.features[i].accept(self._samples(c, i)) if c is not None else self._no_frames()
+                 for i, c in enumerate(chunks)]
+        self._advance(feats)
+        return self.partial()
+
+    @torch.no_grad()
+    def finish(self) -> list:
+        """End every stream: the last frames, then the final transcripts (the offline decoding)."""
+        self._check_open()
+        self._advance([f.finish() for f in self.features])
+        self.finished = True
+        decoder = self.owner.asr.hparams.get("decoder")
+        if decoder is None:
+            return self.partial()
+        scores = [self.stream_log_probs(i) for i in range(self.size)]
+        lengths = torch.tensor([s.shape[0] for s in scores])
+        padded = torch.zeros(self.size, int(lengths.max()) if self.size else 0, scores[0].shape[-1])
+        for i, s in enumerate(scores):
+            padded[i, :s.shape[0]] = s
+        device = self.owner.asr.device
+        hyps = decoder(padded.to(device), lengths.to(device))
+        hyps = hyps[0] if isinstance(hyps, tuple) else hyps
+        return [self._text([int(t) for t in seq]) for seq in hyps]
+
+    def partial(self) -> list:
+        """Each stream's greedy transcript so far."""
+        return [self._text(tokens) for tokens in self.tokens]
+
+    def stream_log_probs(self, index: int) -> torch.Tensor:
+        """(frames, vocabulary) CTC scores of stream ``index`` so far."""
+        return torch.cat(self.log_probs[index]) if self.log_probs[index] else torch.zeros(0, 0)
+
+    def stream_encoded(self, index: int) -> torch.Tensor:
+        """(frames, d_model) encoder outputs of stream ``index`` so far."""
+        return torch.cat(self.encoded[index]) if self.encoded[index] else torch.zeros(0, 0)
+
+    # ------------------------------------------------------------------------------------------ internals
+    def _advance(self, feats: list) -> None:
+        owner = self.owner
+        if owner.normalize is not None:
+            feats = [owner.normalize(f.unsqueeze(0), torch.tensor([f.shape[0]]))[0][0] if f.shape[0] else f
+                     for f in feats]
+        outputs = self.encoder.accept(feats)
+        for i, y in enumerate(outputs):
+            if not y.shape[0]:
+                continue
+            scores = owner.head(y.unsqueeze(0))[0]
+            self.encoded[i].append(y)
+            self.log_probs[i].append(scores)
+            for token in scores.argmax(dim=-1).tolist():
+                if token != owner.blank and token != self.last[i]:
+                    self.tokens[i].append(token)
+                self.last[i] = token
+
+    def _samples(self, chunk, index: int) -> torch.Tensor:
+        chunk = torch.as_tensor(np.asarray(chunk) if not isinstance(chunk, torch.Tensor) else chunk)
+        if chunk.dim() == 2:  # (time, channels): the mean, as load_audio does for files
+            chunk = chunk.mean(dim=1)
+        if chunk.dim() != 1:
+            raise AudioError(f"stream {index}: a chunk must be (time,) or (time, channels) samples at "
+                             f"{self.owner.sample_rate} Hz, got shape {tuple(chunk.shape)}")
+        if chunk.is_floating_point() is False:
+            raise AudioError(f"stream {index}: chunk samples must be floats in [-1, 1], got {chunk.dtype}")
+        if not torch.isfinite(chunk).all():
+            raise AudioError(f"stream {index}: the chunk holds NaN or infinite samples")
+        return chunk.to(torch.float32)
+
+    def _no_frames(self) -> torch.Tensor:
+        return torch.zeros(0, self.owner.fbank.filters.shape[1])
+
+    def _text(self, tokens: list) -> str:
+        from speechkit.pretrained.interfaces import _decode
+
+        return _decode(self.owner.asr.hparams["tokenizer"], tokens)
+
+    def _check_open(self) -> None:
+        if self.finished:
+            raise SpeechkitError("this stream has finished; start a new one with stream() or batch()")
+
+
+class Stream:
+    """One stream: ``accept(chunk) -> partial text``, ``finish() -> final text``."""
+
+    def __init__(self, batch: StreamBatch):
+        self._batch = batch
+
+    def accept(self, chunk, sample_rate: Optional[int] = None) -> str:
+        """Feed a (time,) or (time, channels) chunk at the model's rate; returns the transcript so far."""
+        rate = self._batch.owner.sample_rate
+        if sample_rate is not None and int(sample_rate) != rate:
+            raise AudioError(f"the chunk is at {sample_rate} Hz but the model reads {rate} Hz; resample "
+                             "the stream first (speechkit.data.audio.resample on the whole signal)")
+        return self._batch.accept([chunk])[0]
+
+    def finish(self) -> str:
+        """End the stream; returns the final transcript (the offline one)."""
+        return self._batch.finish()[0]
+
+    @property
+    def log_probs(self) -> torch.Tensor:
+        """(frames, vocabulary) CTC scores so far."""
+        return self._batch.stream_log_probs(0)
+
+    @property
+    def encoded(self) -> torch.Tensor:
+        """(frames, d_model) encoder outputs so far."""
+        return self._batch.stream_encoded(0)

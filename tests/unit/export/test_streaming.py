@@ -1,0 +1,118 @@
+"""Streaming recognition is chunk invariant: for any chunking, the encoder's outputs equal the offline ones
+within 1e-5 and the final transcript is the offline transcript; streams in a batch do not see each other."""
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+
+from speechkit.errors import AudioError, SpeechkitError
+from speechkit.pretrained import Pretrained
+from speechkit.streaming import StreamingASR
+from tests.helpers.export_models import speech_like, write_recognizer
+
+LENGTHS = [24_000, 13_333, 5_001, 700]
+
+
+@pytest.fixture(scope="module")
+def asr(tmp_path_factory):
+    return Pretrained.from_hparams(str(write_recognizer(tmp_path_factory.mktemp("streaming"))))
+
+
+@pytest.fixture(scope="module")
+def offline(asr):
+    wavs, lengths = speech_like(LENGTHS, seed=1)
+    log_probs, frames = asr.encode_batch(wavs, lengths)
+    hidden, hidden_frames = wavs, lengths
+    for name in asr.hparams["encoder_pipeline"][:-1]:
+        hidden, hidden_frames = asr.mods[name](hidden, hidden_frames)
+    return wavs, lengths, log_probs, frames, hidden, asr.transcribe_batch(wavs, lengths)[0]
+
+
+def _pieces(wav: torch.Tensor, chunk) -> list:
+    if chunk == "random":
+        rng = random.Random(len(wav))
+        cuts, position = [], 0
+        while position < len(wav):
+            position += rng.randint(1, 4000)
+            cuts.append(min(position, len(wav)))
+        return [wav[a:b] for a, b in zip([0] + cuts[:-1], cuts)]
+    return list(wav.split(chunk))
+
+
+@pytest.mark.parametrize("chunk", [160 * 16, 320 * 16, 640 * 16, "random"])  # 160, 320, 640 ms; random
+def test_stream_equals_offline_for_any_chunking(asr, offline, chunk):
+    wavs, lengths, log_probs, frames, hidden, texts = offline
+    assert any(texts)
+    for i, n in enumerate(lengths.tolist()):
+        stream = asr.stream()
+        partials = [stream.accept(piece) for piece in _pieces(wavs[i, :n], chunk)]
+        final = stream.finish()
+        assert final == texts[i]
+        for before, after in zip(partials, partials[1:] + [final]):  # partial texts only grow
+            assert after.startswith(before)
+        count = int(frames[i])
+        assert stream.log_probs.shape[0] == count
+        assert (stream.log_probs - log_probs[i, :count]).abs().max() < 1e-5
+        assert (stream.encoded - hidden[i, :count]).abs().max() < 1e-5
+
+
+def test_streams_in_one_batch_equal_each_alone(asr, offline):
+    wavs, lengths, log_probs, frames, _, texts = offline
+    streams = StreamingASR(asr).batch(len(LENGTHS))
+    rng = random.Random(7)
+    positions = [0] * len(LENGTHS)
+    while any(p < n for p, n in zip(positions, LENGTHS)):
+        chunks = []
+        for i, n in enumerate(LENGTHS):
+            if positions[i] >= n or rng.random() < 0.3:  # some streams bring nothing this time
+                chunks.append(None)
+                continue
+            step = rng.randint(100, 6000)
+            chunks.append(wavs[i, positions[i]:min(n, positions[i] + step)])
+            positions[i] = min(n, positions[i] + step)
+        streams.accept(chunks)
+    assert streams.finish() == texts
+    for i in range(len(LENGTHS)):
+        count = int(frames[i])
+        assert (streams.stream_log_probs(i) - log_probs[i, :count]).abs().max() < 1e-5
+
+
+def test_stereo_chunks_are_averaged_and_other_rates_refused(asr, offline):
+    wavs, lengths, _, _, _, texts = offline
+    stream = asr.stream()
+    mono = wavs[0, :LENGTHS[0]]
+    for piece in mono.split(4000):
+        stream.accept(torch.stack([piece + 0.1, piece - 0.1], dim=1))  # (time, channels) -> the mean
+    assert stream.finish() == texts[0]
+    with pytest.raises(AudioError, match="at 8000 Hz but the model reads 16000 Hz"):
+        asr.stream().accept(mono[:800], sample_rate=8000)
+    with pytest.raises(AudioError, match="NaN"):
+        asr.stream().accept(torch.tensor([0.0, float("nan")]))
+
+
+def test_a_finished_stream_refuses_more_audio(asr):
+    stream = asr.stream()
+    stream.accept(torch.zeros(3000))
+    stream.finish()
+    with pytest.raises(SpeechkitError, match="has finished"):
+        stream.accept(torch.zeros(100))
+    with pytest.raises(SpeechkitError, match="has finished"):
+        stream.finish()
+
+
+def test_models_that_read_the_future_are_refused(tmp_path):
+    offline_model = Pretrained.from_hparams(str(write_recognizer(tmp_path / "offline", streaming=False)))
+    with pytest.raises(SpeechkitError, match=r"'normalize' \(UtteranceNormalization\) normalizes with "
+                                             "statistics of the whole recording"):
+        offline_model.stream()
+    offline_model.mods["normalize"] = asr_normalization()
+    with pytest.raises(SpeechkitError, match="bidirectional"):
+        offline_model.stream()
+
+
+def asr_normalization():
+    from speechkit.features import GlobalNormalization
+
+    return GlobalNormalization(16).eval()
