@@ -42,8 +42,8 @@ class StreamingASR:
         mods = asr.mods
         kinds = [type(mods[name]).__name__ if name in mods else name for name in pipeline]
         if len(pipeline) not in (3, 4) or not isinstance(mods[pipeline[0]], Fbank):
-            raise SpeechkitError(f"encoder_pipeline {pipeline} ({', '.join(kinds)}) does not stream: expected "
-                                 "Fbank, [GlobalNormalization,] RecurrentEncoder, CTC head")
+            raise SpeechkitError(f"encoder_pipeline {pipeline} ({', '.join(kinds)}) does not stream: "
+                                 "expected Fbank, [GlobalNormalization,] RecurrentEncoder, CTC head")
         self.fbank = mods[pipeline[0]]
         self.normalize = mods[pipeline[1]] if len(pipeline) == 4 else None
         if self.normalize is not None and not isinstance(self.normalize, GlobalNormalization):

@@ -53,8 +53,8 @@ class StreamingFbank:
         if self.received <= self.pad:  # the start's reflection reads samples up to pad
             return self._empty()
         # Final frames: t * hop - pad + n_fft <= received.
-        end = (self.received - self.n_fft + self.pad) // self.hop + 1 if self.received >= self.n_fft - self.pad \
-            else 0
+        ready = self.received - self.n_fft + self.pad
+        end = ready // self.hop + 1 if ready >= 0 else 0
         return self._frames(self.next_frame, end, self.received - 1)
 
     def finish(self) -> torch.Tensor:
