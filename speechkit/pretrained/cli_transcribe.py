@@ -8,6 +8,9 @@ Example::
 
 The model folder's ``interface`` key picks the interface (``EncoderASR`` by default). Files are transcribed
 in batches of ``--batch-size``; results do not depend on the batch size (the models are batch-invariant).
+``--backend onnx`` runs the graphs of a folder written by ``speechkit export --format onnx``. ``--stream``
+feeds each file in chunks of ``--chunk-ms`` to a streaming model and prints each partial transcript as it
+changes (``a.flac [partial]<TAB>HEL``), then the final line (docs/deploy.md).
 """
 from __future__ import annotations
 
@@ -35,6 +38,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="An exact dotted name a remote hyperparams.yaml may build besides the allowlist "
                              "(repeatable), e.g. --allow mypackage.models.MyEncoder.")
     add_progress_flags(parser)
+    parser.add_argument("--backend", choices=["torch", "onnx", "torchscript"], default="torch",
+                        help="Run the PyTorch modules (default) or the folder's exported graphs.")
+    parser.add_argument("--stream", action="store_true",
+                        help="Transcribe as a live stream: chunk by chunk, printing partial transcripts.")
+    parser.add_argument("--chunk-ms", type=float, default=320.0, help="Chunk length for --stream (ms).")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -47,7 +55,9 @@ def run(args: argparse.Namespace) -> int:
     model = Pretrained.from_hparams(source, savedir=args.savedir, run_opts={"device": args.device},
                                     revision=args.revision, allow_network=not args.offline,
                                     trust_remote_code=args.trust_remote_code, allow=args.allow,
-                                    force_download=args.refresh)
+                                    force_download=args.refresh, backend=args.backend)
+    if args.stream:
+        return _stream_files(model, args)
     with Progress("transcribe", len(args.audio), unit="file", enabled=not args.no_progress) as bar:
         for start in range(0, len(args.audio), max(1, args.batch_size)):
             paths = args.audio[start:start + args.batch_size]
@@ -58,4 +68,23 @@ def run(args: argparse.Namespace) -> int:
             for path, text in zip(paths, texts):
                 bar.write(f"{path}\t{text}")
             bar.update(len(paths))
+    return 0
+
+
+def _stream_files(model, args) -> int:
+    from speechkit.errors import SpeechkitError
+
+    if args.backend != "torch":
+        raise SpeechkitError("--stream runs the PyTorch modules (with their states); use --backend torch")
+    if args.chunk_ms <= 0:
+        raise SpeechkitError(f"--chunk-ms must be positive, got {args.chunk_ms}")
+    chunk = max(1, int(round(args.chunk_ms * model.sample_rate / 1000)))
+    for path in args.audio:
+        stream, shown = model.stream(), ""
+        for piece in model.load_audio(path).split(chunk):
+            partial = stream.accept(piece)
+            if partial != shown:
+                print(f"{path} [partial]\t{partial}", flush=True)
+                shown = partial
+        print(f"{path}\t{stream.finish()}", flush=True)
     return 0
