@@ -1,0 +1,191 @@
+"""Inference speed of exported graphs: PyTorch eager, TorchScript and onnxruntime, in one run.
+
+For the demo's recognizer (templates/speech_recognition: fbank, per-utterance normalization, 3 bidirectional
+LSTM layers of 192 units, CTC head), the ``small`` Conv-TasNet (8 kHz) and the recipe's vocoder generator
+(``small`` iSTFT preset), all with random weights (speed does not depend on them): each model is exported
+(and checked against PyTorch, as ``speechkit export`` does), then every backend runs batches of 1 and 8 items
+of ``--seconds`` of audio on 1 and 2 threads. Printed: the real-time factor (compute time / audio time, lower
+is faster), the speed-up over eager, the parameter count, and the peak resident memory above the level before
+the measurement (sampled every millisecond; an allocator keeps memory it took for an earlier measurement,
+so later rows can read low).
+
+Usage:
+    python benchmarks/export.py                       # the three models, batch 1 and 8, 1 and 2 threads
+    python benchmarks/export.py --models recognizer --seconds 2 --repeats 2
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import sys
+import tempfile
+import threading
+import time
+import warnings
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from speechkit.export.convert import export_graph  # noqa: E402
+from speechkit.export.graphs import graph_specs  # noqa: E402
+from speechkit.export.runtime import load_graph  # noqa: E402
+
+MODELS = ("recognizer", "separator", "vocoder")
+
+
+class _Tokenizer:
+    def decode_ids(self, ids):
+        return " ".join(map(str, ids))
+
+
+def build(name: str, tiny: bool = False):
+    """``(interface, sample_rate, audio seconds per input step)`` of model ``name`` with random weights."""
+    from speechkit.features import Fbank, UtteranceNormalization
+    from speechkit.models import ConvTasNet, CTCHead, ISTFTGenerator, MelSpectrogram, RecurrentEncoder
+    from speechkit.pretrained.interfaces import EncoderASR
+    from speechkit.pretrained.separation import SeparationModel
+    from speechkit.pretrained.vocoder import Vocoder
+
+    torch.manual_seed(0)
+    if name == "recognizer":
+        n_mels, hidden, d_model = (16, 16, 16) if tiny else (80, 192, 256)
+        modules = {"compute_features": Fbank(n_mels=n_mels), "normalize": UtteranceNormalization(),
+                   "encoder": RecurrentEncoder(n_mels, d_model=d_model, hidden_size=hidden,
+                                               num_layers=1 if tiny else 3, stride=4, upsample=2),
+                   "ctc_head": CTCHead(d_model, 40)}
+        hparams = {"modules": modules, "sample_rate": 16000, "encoder_pipeline": list(modules),
+                   "tokenizer": _Tokenizer()}
+        return EncoderASR(modules, hparams), 16000, 1 / 16000
+    if name == "separator":
+        separator = ConvTasNet.from_preset("tiny" if tiny else "small", num_speakers=2)
+        modules = {"separator": separator}
+        return SeparationModel(modules, {"modules": modules, "sample_rate": 8000, "num_speakers": 2}), \
+            8000, 1 / 8000
+    if name == "vocoder":
+        mel = MelSpectrogram()
+        modules = {"mel": mel, "generator": ISTFTGenerator.from_preset("tiny" if tiny else "small")}
+        return Vocoder(modules, {"modules": modules, "sample_rate": 16000}), 16000, mel.hop_length / 16000
+    raise ValueError(f"unknown model {name!r}; choose from {MODELS}")
+
+
+class PeakMemory:
+    """Largest resident set size above the starting level while the block runs (Linux /proc)."""
+
+    def __enter__(self):
+        self.start = self.peak = _rss()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+        return self
+
+    def _sample(self):
+        while not self._stop.wait(0.001):
+            self.peak = max(self.peak, _rss())
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+        self.peak = max(self.peak, _rss())
+
+    @property
+    def mib(self):
+        return None if self.start is None else (self.peak - self.start) / 2 ** 20
+
+
+def _rss():
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError):
+        return None
+
+
+def timed(run, inputs, repeats: int) -> tuple:
+    """(best seconds of ``repeats`` runs after two warm-up runs, peak MiB). TorchScript optimizes its graph
+    during its first runs."""
+    run(*inputs)
+    run(*inputs)
+    with PeakMemory() as memory:
+        best = float("inf")
+        for _ in range(repeats):
+            start = time.perf_counter()
+            run(*inputs)
+            best = min(best, time.perf_counter() - start)
+    return best, memory.mib
+
+
+def measure_model(name: str, args, folder: Path) -> list:
+    interface, rate, step_seconds = build(name, args.tiny)
+    rows = []
+    for spec in graph_specs(interface):
+        if name == "vocoder" and spec.name == "mel":
+            continue  # the mel front end is a small part of the vocoder's time
+        spec.module.eval()
+        params = sum(p.numel() for p in spec.module.parameters())
+        files = {fmt: folder / f"{spec.name}.{fmt}" for fmt in ("onnx", "torchscript")}
+        for fmt, path in files.items():
+            export_graph(spec, path, fmt)
+        steps = int(round(args.seconds / step_seconds))
+        for batch in args.batches:
+            x = spec.example([steps] * batch)
+            lengths = torch.full((batch,), steps, dtype=torch.int64)
+            audio = batch * steps * step_seconds
+            for threads in args.threads:
+                torch.set_num_threads(threads)
+                backends = {"eager": _eager(spec.module),
+                            "torchscript": load_graph(files["torchscript"], "torchscript", spec.input_names,
+                                                      spec.output_names),
+                            "onnxruntime": load_graph(files["onnx"], "onnx", spec.input_names,
+                                                      spec.output_names, threads=threads)}
+                eager_seconds = None
+                for backend, run in backends.items():
+                    seconds, mib = timed(run, (x, lengths), args.repeats)
+                    eager_seconds = eager_seconds or seconds
+                    rows.append(dict(model=f"{name} ({spec.name})", params=params, backend=backend,
+                                     threads=threads, batch=batch, rtf=seconds / audio,
+                                     speedup=eager_seconds / seconds, mib=mib))
+    return rows
+
+
+def _eager(module):
+    def run(x, lengths):
+        with torch.no_grad():
+            return module(x, lengths)
+    return run
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--models", nargs="+", default=list(MODELS), choices=MODELS)
+    parser.add_argument("--batches", nargs="+", type=int, default=[1, 8])
+    parser.add_argument("--threads", nargs="+", type=int, default=[1, 2])
+    parser.add_argument("--seconds", type=float, default=4.0, help="Audio per item.")
+    parser.add_argument("--repeats", type=int, default=3, help="Timed runs per row (the best is kept).")
+    parser.add_argument("--tiny", action="store_true", help="Tiny models (a smoke test of the script).")
+    args = parser.parse_args(argv)
+    warnings.simplefilter("ignore")
+    import onnxruntime
+
+    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores; torch "
+          f"{torch.__version__}, onnxruntime {onnxruntime.__version__}; {args.seconds:g} s of audio per "
+          f"item, best of {args.repeats}")
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in args.models:
+            (Path(tmp) / name).mkdir()
+            rows += measure_model(name, args, Path(tmp) / name)
+    print("| model | parameters | backend | threads | batch | RTF | speed-up vs eager | peak MiB |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    for r in rows:
+        mib = "n/a" if r["mib"] is None else f"{r['mib']:.0f}"
+        print(f"| {r['model']} | {r['params'] / 1e6:.2f} M | {r['backend']} | {r['threads']} | "
+              f"{r['batch']} | {r['rtf']:.4f} | {r['speedup']:.2f}x | {mib} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

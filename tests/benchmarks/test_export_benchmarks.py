@@ -1,0 +1,33 @@
+"""benchmarks/export.py and benchmarks/streaming.py run and print their tables (tiny models; the figures are
+not checked)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.helpers.scripts import load_script
+
+pytest.importorskip("onnxruntime")
+BENCHMARKS = Path(__file__).parents[2] / "benchmarks"
+
+
+def _rows(out: str) -> list:
+    return [line for line in out.splitlines() if line.startswith("| ") and not line.startswith("| ---")]
+
+
+def test_export_benchmark_prints_a_row_per_backend(capsys):
+    benchmark = load_script(BENCHMARKS / "export.py", "export_benchmark")
+    assert benchmark.main(["--tiny", "--models", "recognizer", "separator", "--batches", "1", "--threads",
+                           "1", "--seconds", "0.5", "--repeats", "1"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("machine: ")
+    rows = _rows(out)[1:]
+    assert [row.split(" | ")[2] for row in rows] == ["eager", "torchscript", "onnxruntime"] * 2
+
+
+def test_streaming_benchmark_prints_a_row_per_chunk_size(capsys):
+    benchmark = load_script(BENCHMARKS / "streaming.py", "streaming_benchmark")
+    assert benchmark.main(["--tiny", "--seconds", "2", "--chunks-ms", "160", "320", "640"]) == 0
+    rows = _rows(capsys.readouterr().out)[1:]
+    assert [row.split(" | ")[0] for row in rows] == ["| 160", "| 320", "| 640"]
