@@ -178,6 +178,12 @@ class Pretrained(torch.nn.Module):
         if backend != "torch":  # the folder's exported graphs replace the modules (speechkit.export)
             from speechkit.export.runtime import attach_backend
 
+            if backend == "torchscript" and not (local or trust_remote_code):
+                from speechkit.errors import UnsafeSourceError
+
+                raise UnsafeSourceError(f"{where}: a TorchScript file holds code; load it from a remote "
+                                        "source only with trust_remote_code=True (or use backend='onnx')")
+
             attach_backend(built, backend, fetch_source.path,
                            lambda name: fetch(name, fetch_source, savedir, strategy=strategy,
                                               max_bytes=None if local else limits.max_file_bytes, **common))

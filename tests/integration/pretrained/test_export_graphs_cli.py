@@ -15,6 +15,7 @@ import torch
 import speechkit
 from speechkit.checkpoints import Checkpointer, EpochCounter
 from speechkit.cli import main as speechkit_main
+from speechkit.errors import UnsafeSourceError
 from speechkit.pretrained import EncoderASR
 from speechkit.tokenizers import SentencePieceTokenizer
 from tests.helpers.export_models import speech_like, write_recognizer
@@ -53,8 +54,11 @@ def test_recipe_checkpoint_exported_as_graphs_and_fetched_from_every_source(tmp_
     sources = {"local": str(folder), "hub": "org/asr-onnx", "url": f"{file_server.url}/asr-onnx"}
     for name, source in sources.items():
         for backend in ("onnx", "torchscript"):
-            asr = EncoderASR.from_hparams(source, savedir=tmp_path / f"s-{name}-{backend}", backend=backend)
+            asr = EncoderASR.from_hparams(source, savedir=tmp_path / f"s-{name}-{backend}", backend=backend,
+                                          trust_remote_code=backend == "torchscript" and name != "local")
             assert asr.transcribe_batch(wavs, lengths)[0] == expected, (name, backend)
+    with pytest.raises(UnsafeSourceError, match="TorchScript file holds code"):
+        EncoderASR.from_hparams("org/asr-onnx", savedir=tmp_path / "refused", backend="torchscript")
 
 
 def _speechkit(*args, timeout=240) -> subprocess.CompletedProcess:
