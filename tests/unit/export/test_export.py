@@ -13,7 +13,7 @@ pytest.importorskip("onnxruntime")
 
 from speechkit.errors import DataError, SpeechkitError  # noqa: E402
 from speechkit.export import ExportError, ctc_greedy_numpy, export_folder, export_graph, load_graph  # noqa: E402
-from speechkit.export.graphs import GraphSpec, _waveforms  # noqa: E402
+from speechkit.export.graphs import GraphSpec, _waveforms, graph_specs  # noqa: E402
 from speechkit.pretrained import Pretrained  # noqa: E402
 from tests.helpers import job_models  # noqa: E402
 from tests.helpers.export_models import speech_like, write_recognizer  # noqa: E402
@@ -207,3 +207,18 @@ def test_cli_exports_a_model_folder_and_refuses_an_existing_output(tmp_path, cap
     assert "--checkpoints and --hparams" in capsys.readouterr().err
     graph = Pretrained.from_hparams(str(out), backend="onnx")
     assert np.isfinite(graph.separate_batch(torch.randn(1, 900)).numpy()).all()
+
+
+@pytest.mark.parametrize("fmt", ["onnx", "torchscript"])
+def test_istft_vocoder_exports_exactly(tmp_path, fmt):
+    from speechkit.models import ISTFTGenerator, MelSpectrogram
+    from speechkit.pretrained.vocoder import Vocoder
+
+    torch.manual_seed(0)
+    mel = MelSpectrogram(n_fft=256, win_length=256, hop_length=64, n_mels=16)
+    modules = {"mel": mel, "generator": ISTFTGenerator.from_preset("tiny", n_mels=16, n_fft=256,
+                                                                   hop_length=64)}
+    vocoder = Vocoder(modules, {"modules": modules, "sample_rate": 16000})
+    for spec in graph_specs(vocoder):
+        entry = export_graph(spec, tmp_path / f"{spec.name}.{fmt}", fmt)
+        assert entry["max_abs_diff"] < 1e-4, spec.name
