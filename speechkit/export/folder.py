@@ -30,6 +30,7 @@ def export_folder(source, output, formats=("onnx",), force: bool = False, **load
     (:func:`speechkit.export.convert.export_graph`). Returns ``output``."""
     from speechkit.export.convert import export_graph
     from speechkit.export.graphs import graph_specs
+    from speechkit.export.stream_step import export_stream_step, stream_step_of
     from speechkit.pretrained.fetching import FetchFrom, resolve_source
     from speechkit.pretrained.interfaces import Pretrained
 
@@ -61,6 +62,11 @@ def export_folder(source, output, formats=("onnx",), force: bool = False, **load
                     entry = export_graph(spec, tmp / name, fmt)
                     entry.update(spec.notes)
                     manifest["artefacts"][f"{spec.name}.{fmt}"] = entry
+            step = stream_step_of(interface)
+            for fmt in formats if step is not None else ():
+                name = f"stream_step{SUFFIXES[fmt]}"
+                diff = export_stream_step(step, tmp / name, fmt, step.encoder.input_size)
+                manifest["artefacts"][f"stream_step.{fmt}"] = _step_entry(name, fmt, step, diff)
             (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
             card = tmp / "README.md"
             text = card.read_text(encoding="utf-8") if card.is_file() else f"# {output.name}\n"
@@ -71,6 +77,21 @@ def export_folder(source, output, formats=("onnx",), force: bool = False, **load
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
     return output
+
+
+def _step_entry(name: str, fmt: str, step, diff: float) -> dict:
+    import torch
+
+    from speechkit.export.convert import OPSET
+
+    state = ["layers", "h_c" if step.parts == 2 else "h", "batch", step.hidden_size]
+    enc = step.encoder
+    return {"file": name, "format": fmt, "opset": OPSET if fmt == "onnx" else None,
+            "inputs": {"feats": ["batch", f"frames (multiple of {enc.stride})", enc.input_size],
+                       "state": state},
+            "outputs": {"log_probs": ["batch", "out_frames", "vocabulary"],
+                        "encoded": ["batch", "out_frames", enc.d_model], "next_state": state},
+            "torch": torch.__version__, "max_abs_diff": diff}
 
 
 def card_section(manifest: dict) -> str:

@@ -83,6 +83,23 @@ def load_graph(path, fmt: str, input_names, output_names, threads: Optional[int]
     return Graph(path, fmt, input_names, output_names, threads, min_time)
 
 
+class StepRunner:
+    """The ``stream_step`` graph (:mod:`speechkit.export.stream_step`): ``runner(feats, state)`` ->
+    ``(log_probs, encoded, next_state)`` tensors."""
+
+    def __init__(self, path, fmt: str, threads: Optional[int] = None):
+        self.graph = Graph(path, fmt, ("feats", "state"), ("log_probs", "encoded", "next_state"), threads)
+
+    def __call__(self, feats: torch.Tensor, state: torch.Tensor) -> tuple:
+        feats, state = feats.detach().to("cpu", torch.float32), state.detach().to("cpu", torch.float32)
+        if self.graph.format == "onnx":
+            outputs = self.graph.session.run(None, {"feats": np.ascontiguousarray(feats.numpy()),
+                                                    "state": np.ascontiguousarray(state.numpy())})
+            return tuple(torch.from_numpy(np.asarray(o)) for o in outputs)
+        with torch.no_grad():
+            return tuple(self.graph.module(feats, state))
+
+
 class GraphModule(torch.nn.Module):
     """An exported graph standing where an interface expects a module: ``forward(x, lengths)`` returns
     the single output, or the tuple of outputs."""
@@ -159,7 +176,10 @@ def attach_backend(interface, backend: str, folder, fetch_file=None, threads: Op
 
     if isinstance(interface, EncoderASR):
         interface.mods["exported_recognizer"] = GraphModule(graph("recognizer"))
+        interface.torch_pipeline = list(interface.hparams["encoder_pipeline"])  # what the graph holds
         interface.hparams = dict(interface.hparams, encoder_pipeline=["exported_recognizer"])
+        step = artefacts.get(f"stream_step.{backend}")
+        interface.stream_step = StepRunner(fetch_file(step["file"]), backend, threads) if step else None
     elif isinstance(interface, SeparationModel):
         interface.mods["separator"] = GraphModule(graph("separator"))
     elif isinstance(interface, Vocoder):

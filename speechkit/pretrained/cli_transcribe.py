@@ -74,8 +74,6 @@ def run(args: argparse.Namespace) -> int:
 def _stream_files(model, args) -> int:
     from speechkit.errors import SpeechkitError
 
-    if args.backend != "torch":
-        raise SpeechkitError("--stream runs the PyTorch modules (with their states); use --backend torch")
     if args.chunk_ms <= 0:
         raise SpeechkitError(f"--chunk-ms must be positive, got {args.chunk_ms}")
     chunk = max(1, int(round(args.chunk_ms * model.sample_rate / 1000)))

@@ -38,7 +38,8 @@ class StreamingASR:
 
     def __init__(self, asr):
         self.asr = asr
-        pipeline = list(asr.hparams["encoder_pipeline"])
+        # An interface running exported graphs keeps the modules they were made of (speechkit.export).
+        pipeline = list(getattr(asr, "torch_pipeline", None) or asr.hparams["encoder_pipeline"])
         mods = asr.mods
         kinds = [type(mods[name]).__name__ if name in mods else name for name in pipeline]
         if len(pipeline) not in (3, 4) or not isinstance(mods[pipeline[0]], Fbank):
@@ -57,6 +58,13 @@ class StreamingASR:
                                  "needs the whole recording; a streaming model folder must not set it")
         self.sample_rate = asr.sample_rate
         self.blank = int(asr.hparams.get("decoding", {}).get("blank_index", 0))
+        self.step = None
+        if getattr(asr, "backend", "torch") != "torch":
+            self.step = getattr(asr, "stream_step", None)
+            if self.step is None:
+                raise SpeechkitError(f"the model was loaded with backend={asr.backend!r} but its folder has "
+                                     f"no stream_step.{asr.backend} graph; export it again with speechkit "
+                                     "export")
 
     def stream(self) -> Stream:
         """One new stream."""
@@ -80,7 +88,8 @@ class StreamBatch:
             raise ValueError(f"a batch needs at least one stream, got {size}")
         self.owner, self.size = owner, size
         self.features = [StreamingFbank(owner.fbank) for _ in range(size)]
-        self.encoder = StreamingRecurrentEncoder(owner.encoder, size)
+        self.encoder = StreamingRecurrentEncoder(owner.encoder, size) if owner.step is None \
+            else GraphStepper(owner.step, owner.encoder, size)
         self.log_probs = [[] for _ in range(size)]  # per stream: (frames, vocabulary) pieces
         self.encoded = [[] for _ in range(size)]
         self.tokens = [[] for _ in range(size)]
@@ -133,14 +142,17 @@ class StreamBatch:
     # ------------------------------------------------------------------------------------------ internals
     def _advance(self, feats: list) -> None:
         owner = self.owner
-        if owner.normalize is not None:
-            feats = [owner.normalize(f.unsqueeze(0), torch.tensor([f.shape[0]]))[0][0] if f.shape[0] else f
-                     for f in feats]
-        outputs = self.encoder.accept(feats)
-        for i, y in enumerate(outputs):
+        if owner.step is not None:
+            outputs = self.encoder.accept(feats)  # (encoded, scores) of the graph, normalization included
+        else:
+            if owner.normalize is not None:
+                feats = [owner.normalize(f.unsqueeze(0), torch.tensor([f.shape[0]]))[0][0] if f.shape[0]
+                         else f for f in feats]
+            outputs = [(y, owner.head(y.unsqueeze(0))[0] if y.shape[0] else None)
+                       for y in self.encoder.accept(feats)]
+        for i, (y, scores) in enumerate(outputs):
             if not y.shape[0]:
                 continue
-            scores = owner.head(y.unsqueeze(0))[0]
             self.encoded[i].append(y)
             self.log_probs[i].append(scores)
             for token in scores.argmax(dim=-1).tolist():
@@ -201,3 +213,31 @@ class Stream:
     def encoded(self) -> torch.Tensor:
         """(frames, d_model) encoder outputs so far."""
         return self._batch.stream_encoded(0)
+
+
+class GraphStepper:
+    """The exported ``stream_step`` graph in place of the PyTorch encoder: each stream's whole encoder steps
+    go through the graph from that stream's state; ``accept(list of feature frames)`` -> list of
+    ``(encoded, log_probs)``."""
+
+    def __init__(self, step, encoder, size: int):
+        self.step, self.stride, self.input_size = step, encoder.stride, encoder.input_size
+        self.pending = [torch.zeros(0, encoder.input_size) for _ in range(size)]
+        self.states = [None] * size
+        self.parts = 2 if isinstance(encoder.layers[0][0], torch.nn.LSTM) else 1
+        self.shape = (len(encoder.layers), self.parts, 1, encoder.layers[0][0].hidden_size)
+        self.d_model = encoder.d_model
+
+    def accept(self, features: list) -> list:
+        out = []
+        for i, new in enumerate(features):
+            frames = torch.cat([self.pending[i], new.reshape(-1, self.input_size).to(torch.float32)])
+            usable = frames.shape[0] // self.stride * self.stride
+            self.pending[i] = frames[usable:]
+            if not usable:
+                out.append((torch.zeros(0, self.d_model), None))
+                continue
+            state = self.states[i] if self.states[i] is not None else torch.zeros(self.shape)
+            log_probs, encoded, self.states[i] = self.step(frames[:usable].unsqueeze(0), state)
+            out.append((encoded[0], log_probs[0]))
+        return out

@@ -116,3 +116,44 @@ def asr_normalization():
     from speechkit.features import GlobalNormalization
 
     return GlobalNormalization(16).eval()
+
+
+@pytest.mark.parametrize("backend", ["onnx", "torchscript"])
+def test_exported_stream_step_streams_as_pytorch(asr, offline, tmp_path, backend):
+    pytest.importorskip("onnxruntime")
+    import json
+    import warnings
+
+    from speechkit.export import export_folder
+
+    warnings.simplefilter("ignore")
+    source = write_recognizer(tmp_path / "model")
+    folder = export_folder(source, tmp_path / "exported", formats=[backend])
+    entry = json.loads((folder / "export.json").read_text())["artefacts"][f"stream_step.{backend}"]
+    assert entry["max_abs_diff"] < 1e-4 and entry["inputs"]["state"][0] == "layers"
+    graph = Pretrained.from_hparams(str(folder), backend=backend)
+    wavs, lengths, log_probs, frames, hidden, texts = offline
+    streams = StreamingASR(graph).batch(2)
+    for a, b in zip(_pieces(wavs[0, :LENGTHS[0]], "random"), _pieces(wavs[1, :LENGTHS[1]], 3000)):
+        streams.accept([a, b])
+    rest = _pieces(wavs[0, :LENGTHS[0]], "random")[len(_pieces(wavs[1, :LENGTHS[1]], 3000)):]
+    for piece in rest:
+        streams.accept([piece, None])
+    assert streams.finish() == texts[:2]
+    for i in range(2):
+        count = int(frames[i])
+        assert (streams.stream_log_probs(i) - log_probs[i, :count]).abs().max() < 1e-5
+        assert (streams.stream_encoded(i) - hidden[i, :count]).abs().max() < 1e-5
+
+
+def test_the_exported_folder_of_an_offline_model_does_not_stream(tmp_path):
+    pytest.importorskip("onnxruntime")
+    import warnings
+
+    from speechkit.export import export_folder
+
+    warnings.simplefilter("ignore")
+    folder = export_folder(write_recognizer(tmp_path / "offline", streaming=False), tmp_path / "exported")
+    graph = Pretrained.from_hparams(str(folder), backend="onnx")
+    with pytest.raises(SpeechkitError, match="normalizes with statistics of the whole recording"):
+        graph.stream()
