@@ -16,6 +16,8 @@ Example:
 """
 from __future__ import annotations
 
+import warnings
+
 import torch
 
 from speechkit.export.convert import OPSET, TOLERANCE, ExportError, restore_missing_initializers
@@ -66,7 +68,8 @@ def export_stream_step(step: StreamStepGraph, path, fmt: str, n_mels: int, seed:
     stride = step.encoder.stride
     example = (torch.randn(2, 6 * stride, n_mels), torch.randn_like(step.initial_state(2)) * 0.1)
     names = (["feats", "state"], ["log_probs", "encoded", "next_state"])
-    with torch.no_grad():
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the exporter's notes on LSTM batch sizes: checked below instead
         try:
             if fmt == "onnx":
                 torch.onnx.export(step, example, str(path), dynamo=False, opset_version=OPSET,
