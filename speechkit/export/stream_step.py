@@ -104,8 +104,11 @@ def export_stream_step(step: StreamStepGraph, path, fmt: str, n_mels: int, seed:
 def stream_step_of(interface):
     """The :class:`StreamStepGraph` of a streamable :class:`~speechkit.pretrained.EncoderASR`, else None."""
     from speechkit.errors import SpeechkitError
+    from speechkit.pretrained.interfaces import EncoderASR, EncoderDecoderASR
     from speechkit.streaming import StreamingASR
 
+    if not isinstance(interface, EncoderASR) or isinstance(interface, EncoderDecoderASR):
+        return None
     try:
         streaming = StreamingASR(interface)
     except SpeechkitError:

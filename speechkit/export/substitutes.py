@@ -182,10 +182,7 @@ class ExportableConvTasNet(torch.nn.Module):
         skips = torch.zeros_like(y)
         for block in m.blocks:
             z = block.norm1(block.act1(block.expand(y)), mask)
-            conv = block.depthwise
-            half = conv.dilation * (conv.kernel - 1) // 2
-            z = torch.nn.functional.conv1d(z, conv.weight, conv.bias, padding=half, dilation=conv.dilation,
-                                           groups=conv.weight.shape[0])
+            z = _depthwise(block.depthwise, z)
             z = block.norm2(block.act2(z), mask, zero_padding=False)
             y = y + block.residual(z) if block.residual is not None else y
             skips = skips + block.skip(z)
@@ -196,6 +193,19 @@ class ExportableConvTasNet(torch.nn.Module):
         out = m.decoder(separated)
         out = out.reshape(-1, m.num_speakers, out.shape[-1])[..., :time]
         return out * length_mask(lengths, time).to(out.dtype).unsqueeze(1)
+
+
+def _depthwise(conv, x: torch.Tensor) -> torch.Tensor:
+    """:class:`~speechkit.models.conv_tasnet.DepthwiseDilatedConv` without its in-place updates: a sum of
+    ``kernel`` shifted products (faster than a grouped dilated convolution in onnxruntime and TorchScript)."""
+    frames, half = x.shape[-1], conv.dilation * (conv.kernel - 1) // 2
+    padded = torch.nn.functional.pad(x, (half, half))
+    weight = conv.weight.unsqueeze(0)  # (1, channels, 1, kernel)
+    out = conv.bias.view(1, -1, 1) + weight[..., 0] * padded[..., :frames]
+    for k in range(1, conv.kernel):
+        start = k * conv.dilation
+        out = out + weight[..., k] * padded[..., start:start + frames]
+    return out
 
 
 def _twin(module: torch.nn.Module):
