@@ -42,7 +42,7 @@ class Graph:
                 raise SpeechkitError("the onnx backend needs onnxruntime: pip install 'speechkit[onnx]'") \
                     from None
             options = onnxruntime.SessionOptions()
-            options.intra_op_num_threads = threads or int(os.environ.get("OMP_NUM_THREADS", "0") or 0)
+            options.intra_op_num_threads = threads or _omp_threads()
             options.inter_op_num_threads = 1
             self.session = onnxruntime.InferenceSession(str(path), options,
                                                         providers=["CPUExecutionProvider"])
@@ -75,6 +75,12 @@ class Graph:
                 out = self.module(x, lengths)
             outputs = list(out) if isinstance(out, (tuple, list)) else [out]
         return tuple(o.to(device) for o in outputs)
+
+
+def _omp_threads() -> int:
+    """OMP_NUM_THREADS as onnxruntime's thread count (0: its own default), as torch reads it."""
+    value = os.environ.get("OMP_NUM_THREADS", "")
+    return int(value) if value.isdigit() else 0
 
 
 def load_graph(path, fmt: str, input_names, output_names, threads: Optional[int] = None,

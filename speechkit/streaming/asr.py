@@ -28,6 +28,7 @@ import torch
 
 from speechkit.errors import AudioError, SpeechkitError
 from speechkit.features import Fbank, GlobalNormalization
+from speechkit.models.encoders import CTCHead
 from speechkit.streaming.features import StreamingFbank
 from speechkit.streaming.recurrent import StreamingRecurrentEncoder
 
@@ -42,7 +43,8 @@ class StreamingASR:
         pipeline = list(getattr(asr, "torch_pipeline", None) or asr.hparams["encoder_pipeline"])
         mods = asr.mods
         kinds = [type(mods[name]).__name__ if name in mods else name for name in pipeline]
-        if len(pipeline) not in (3, 4) or not isinstance(mods[pipeline[0]], Fbank):
+        if (len(pipeline) not in (3, 4) or any(name not in mods for name in pipeline)
+                or not isinstance(mods[pipeline[0]], Fbank) or not isinstance(mods[pipeline[-1]], CTCHead)):
             raise SpeechkitError(f"encoder_pipeline {pipeline} ({', '.join(kinds)}) does not stream: "
                                  "expected Fbank, [GlobalNormalization,] RecurrentEncoder, CTC head")
         self.fbank = mods[pipeline[0]]
