@@ -157,3 +157,20 @@ def test_the_exported_folder_of_an_offline_model_does_not_stream(tmp_path):
     graph = Pretrained.from_hparams(str(folder), backend="onnx")
     with pytest.raises(SpeechkitError, match="normalizes with statistics of the whole recording"):
         graph.stream()
+
+
+@pytest.mark.parametrize("length", [1, 100, 256, 257, 300, 512, 513, 1000, 4801])
+def test_streaming_fbank_equals_fbank_at_every_length(length):
+    from speechkit.features import Fbank
+    from speechkit.streaming import StreamingFbank
+
+    fbank = Fbank(n_mels=16)
+    wav = torch.randn(length, generator=torch.Generator().manual_seed(length))
+    expected, frames = fbank(wav.unsqueeze(0), torch.tensor([length]))
+    for chunk in (1 if length <= 600 else 37, 7, 160, length):
+        stream = StreamingFbank(fbank)
+        parts = [stream.accept(piece) for piece in wav.split(chunk)] + [stream.finish()]
+        got = torch.cat(parts)
+        assert got.shape[0] == int(frames[0]) == 1 + length // 160
+        assert (got - expected[0]).abs().max() < 1e-4, chunk
+    assert StreamingFbank(fbank).finish().shape == (0, 16)  # an empty stream has no frames, as offline
