@@ -118,6 +118,11 @@ class Pretrained(torch.nn.Module):
         elif pathlib.Path(savedir).exists() and local and os.path.samefile(savedir, fetch_source.path):
             strategy = FetchStrategy.IN_PLACE
         where = f"{hparams_file} from {describe(fetch_source, revision)}"
+        if backend == "torchscript" and not (local or trust_remote_code):
+            from speechkit.errors import UnsafeSourceError
+
+            raise UnsafeSourceError(f"{where}: a TorchScript file holds code; load it from a remote source "
+                                    "only with trust_remote_code=True (or use backend='onnx')")
         limits = limits or DEFAULT_LIMITS
         common = dict(revision=revision, allow_network=allow_network, cache_dir=cache_dir,
                       force_download=force_download)
@@ -177,12 +182,6 @@ class Pretrained(torch.nn.Module):
         built = interface(hparams["modules"], hparams, run_opts=run_opts, source_description=where)
         if backend != "torch":  # the folder's exported graphs replace the modules (speechkit.export)
             from speechkit.export.runtime import attach_backend
-
-            if backend == "torchscript" and not (local or trust_remote_code):
-                from speechkit.errors import UnsafeSourceError
-
-                raise UnsafeSourceError(f"{where}: a TorchScript file holds code; load it from a remote "
-                                        "source only with trust_remote_code=True (or use backend='onnx')")
 
             attach_backend(built, backend, fetch_source.path,
                            lambda name: fetch(name, fetch_source, savedir, strategy=strategy,
