@@ -44,6 +44,8 @@ def test_streaming_preset_trains_exports_and_streams_as_offline(tiny_corpus, tmp
     model = tmp_path / "streaming-model"
     tokenizer = dest / "Tokenizer" / "results" / "tokenizer" / "tokenizer.model"
     inference = _resized(asr / "hparams" / "inference_streaming.yaml", asr / "hparams" / "tiny.yaml")
+    # Trained with --lm_weight 0: the folder's beam search keeps the LM's initial weights, on purpose here.
+    inference.write_text(inference.read_text() + "untrained_loadables: [lm]\n")
     assert speechkit_main(["export", "--checkpoints", str(save), "--hparams", str(inference), "--min-key",
                            "WER", "--file", f"tokenizer={tokenizer}", "--output", str(model), "--format",
                            "onnx"]) == 0
