@@ -63,6 +63,11 @@ class JobError(SpeechkitError):
     run twice at once, or an item missing or done twice at merge."""
 
 
+class ExportError(SpeechkitError):
+    """A model cannot be exported as a graph (naming the module and the operation), or its exported graph
+    differs from PyTorch for some lengths (naming them and the traced lines at fault)."""
+
+
 class PreemptedError(SpeechkitError):
     """Training stopped on a preemption signal after saving a checkpoint (see ``EXIT_PREEMPTED``)."""
 

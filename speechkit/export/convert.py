@@ -17,19 +17,17 @@ import pathlib
 import re
 import warnings
 
-import numpy as np
 import torch
 
-from speechkit.errors import SpeechkitError
+from speechkit.errors import ExportError
+
+__all__ = ["OPSET", "TOLERANCE", "ExportError", "export_graph", "check_graph", "describe_failure",
+           "restore_missing_initializers"]
 
 #: ONNX operator set of the exported graphs.
 OPSET = 17
 #: Largest difference to PyTorch an exported graph may show on any output value.
 TOLERANCE = 1e-4
-
-
-class ExportError(SpeechkitError):
-    """A module cannot be exported, or its exported graph differs from PyTorch."""
 
 
 def export_graph(spec, path, fmt: str, seed: int = 0, checks: int = 3) -> dict:
@@ -233,8 +231,3 @@ def _module_of_scope(scope: str, root: torch.nn.Module):
     parts = [p for p in scope.split("/") if "::" in p][1:]
     return _module_of_path(".".join(p.split("::", 1)[1] for p in parts), root) if parts else None
 
-
-def numpy_inputs(x: torch.Tensor, lengths: torch.Tensor) -> tuple:
-    """The two inputs of a graph as numpy arrays (float32 and int64)."""
-    return (np.ascontiguousarray(x.detach().cpu().numpy().astype(np.float32)),
-            np.ascontiguousarray(lengths.detach().cpu().numpy().astype(np.int64)))
