@@ -79,7 +79,7 @@ class StreamingASR:
 
 class StreamBatch:
     """Several streams advanced together: ``accept([chunk or None, ...]) -> [partial text, ...]``,
-    ``finish() -> [final text, ...]``.
+    ``finish() -> [final text, ...]`` (or ``finish([i, j])`` for some of them, the others going on).
 
     A chunk is a (time,) waveform at the model's rate (a tensor or numpy array), or (time, channels) whose
     channels are averaged; None or an empty chunk leaves that stream as it is.
@@ -96,7 +96,7 @@ class StreamBatch:
         self.encoded = [[] for _ in range(size)]
         self.tokens = [[] for _ in range(size)]
         self.last = [owner.blank] * size
-        self.finished = False
+        self.done = [False] * size
 
     @torch.no_grad()
     def accept(self, chunks: list) -> list:
@@ -105,29 +105,49 @@ class StreamBatch:
         if len(chunks) != self.size:
             raise ValueError(f"expected {self.size} chunks (None for a stream without audio), got "
                              f"{len(chunks)}")
+        for i, chunk in enumerate(chunks):
+            if chunk is not None and self.done[i]:
+                raise SpeechkitError(f"stream {i} has finished; it takes no more audio (pass None for it)")
         feats = [self.features[i].accept(self._samples(c, i)) if c is not None else self._no_frames()
                  for i, c in enumerate(chunks)]
         self._advance(feats)
         return self.partial()
 
     @torch.no_grad()
-    def finish(self) -> list:
-        """End every stream: the last frames, then the final transcripts (the offline decoding)."""
+    def finish(self, indices: Optional[list] = None) -> list:
+        """End the streams ``indices`` (default: every open one): their last frames, then their final
+        transcripts (the offline decoding), in the order of ``indices``."""
         self._check_open()
-        self._advance([f.finish() for f in self.features])
-        self.finished = True
+        indices = [i for i in range(self.size) if not self.done[i]] if indices is None else list(indices)
+        for i in indices:
+            if not 0 <= i < self.size:
+                raise ValueError(f"stream index {i} is outside the batch of {self.size}")
+            if self.done[i]:
+                raise SpeechkitError(f"stream {i} has finished already")
+        ending = set(indices)
+        self._advance([f.finish() if i in ending else self._no_frames() for i, f in enumerate(self.features)])
+        for i in indices:
+            self.done[i] = True
         decoder = self.owner.asr.hparams.get("decoder")
-        if decoder is None:
-            return self.partial()
-        scores = [self.stream_log_probs(i) for i in range(self.size)]
+        if decoder is None or not indices:
+            return [self._text(self.tokens[i]) for i in indices]
+        scores = [self.stream_log_probs(i) for i in indices]
+        vocabulary = max(s.shape[-1] for s in scores)
         lengths = torch.tensor([s.shape[0] for s in scores])
-        padded = torch.zeros(self.size, int(lengths.max()) if self.size else 0, scores[0].shape[-1])
-        for i, s in enumerate(scores):
-            padded[i, :s.shape[0]] = s
+        if int(lengths.max()) == 0:  # recordings shorter than one encoder step: nothing was said
+            return ["" for _ in indices]
+        padded = torch.zeros(len(scores), int(lengths.max()), vocabulary)
+        for row, s in enumerate(scores):
+            padded[row, :s.shape[0]] = s
         device = self.owner.asr.device
         hyps = decoder(padded.to(device), lengths.to(device))
         hyps = hyps[0] if isinstance(hyps, tuple) else hyps
         return [self._text([int(t) for t in seq]) for seq in hyps]
+
+    @property
+    def finished(self) -> bool:
+        """Whether every stream of the batch has finished."""
+        return all(self.done)
 
     def partial(self) -> list:
         """Each stream's greedy transcript so far."""

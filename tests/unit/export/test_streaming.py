@@ -62,8 +62,8 @@ def test_streams_in_one_batch_equal_each_alone(asr, offline):
     wavs, lengths, log_probs, frames, _, texts = offline
     streams = StreamingASR(asr).batch(len(LENGTHS))
     rng = random.Random(7)
-    positions = [0] * len(LENGTHS)
-    while any(p < n for p, n in zip(positions, LENGTHS)):
+    positions, finals = [0] * len(LENGTHS), {}
+    while len(finals) < len(LENGTHS):
         chunks = []
         for i, n in enumerate(LENGTHS):
             if positions[i] >= n or rng.random() < 0.3:  # some streams bring nothing this time
@@ -73,7 +73,21 @@ def test_streams_in_one_batch_equal_each_alone(asr, offline):
             chunks.append(wavs[i, positions[i]:min(n, positions[i] + step)])
             positions[i] = min(n, positions[i] + step)
         streams.accept(chunks)
-    assert streams.finish() == texts
+        ended = [i for i, n in enumerate(LENGTHS) if positions[i] >= n and i not in finals]
+        finals.update(zip(ended, streams.finish(ended)))  # each stream ends when its audio does
+    assert [finals[i] for i in range(len(LENGTHS))] == texts
+    assert streams.finished
+    with pytest.raises(SpeechkitError, match="has finished"):
+        streams.finish([0])
+    pair = StreamingASR(asr).batch(2)
+    pair.accept([wavs[0, :3000], wavs[1, :3000]])
+    pair.finish([0])
+    with pytest.raises(SpeechkitError, match="stream 0 has finished; it takes no more audio"):
+        pair.accept([wavs[0, 3000:4000], None])
+    with pytest.raises(SpeechkitError, match="stream 0 has finished already"):
+        pair.finish([0])
+    pair.accept([None, wavs[1, 3000:LENGTHS[1]]])  # the other stream goes on
+    assert pair.finish() == [texts[1]]
     for i in range(len(LENGTHS)):
         count = int(frames[i])
         assert (streams.stream_log_probs(i) - log_probs[i, :count]).abs().max() < 1e-5
