@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from speechkit.export.convert import export_graph  # noqa: E402
 from speechkit.export.graphs import graph_specs  # noqa: E402
-from speechkit.export.runtime import load_graph  # noqa: E402
+from speechkit.pretrained.backends import load_graph  # noqa: E402
 
 MODELS = ("recognizer", "separator", "vocoder")
 

@@ -9,6 +9,6 @@ Example:
 from speechkit.export.convert import ExportError, export_graph
 from speechkit.export.folder import export_folder
 from speechkit.export.greedy import ctc_greedy_numpy
-from speechkit.export.runtime import attach_backend, load_graph
+from speechkit.pretrained.backends import attach_backend, load_graph
 
 __all__ = ["ExportError", "attach_backend", "ctc_greedy_numpy", "export_folder", "export_graph", "load_graph"]

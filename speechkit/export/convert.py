@@ -33,8 +33,8 @@ TOLERANCE = 1e-4
 def export_graph(spec, path, fmt: str, seed: int = 0, checks: int = 3) -> dict:
     """Export ``spec`` (a :class:`~speechkit.export.graphs.GraphSpec`) to ``path`` as ``fmt`` ("onnx" or
     "torchscript"), check it and return its card entry (names, shapes, opset, versions, max difference)."""
-    from speechkit.export.runtime import load_graph
     from speechkit.export.substitutes import exportable
+    from speechkit.pretrained.backends import load_graph
 
     path = pathlib.Path(path)
     spec.module.eval()

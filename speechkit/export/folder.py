@@ -19,7 +19,7 @@ import shutil
 import tempfile
 
 from speechkit.errors import SpeechkitError
-from speechkit.export.runtime import MANIFEST, SUFFIXES
+from speechkit.pretrained.backends import MANIFEST, SUFFIXES
 
 logger = logging.getLogger(__name__)
 

@@ -62,7 +62,7 @@ class StreamStepGraph(torch.nn.Module):
 def export_stream_step(step: StreamStepGraph, path, fmt: str, n_mels: int, seed: int = 0) -> float:
     """Write ``step`` as ``fmt`` and check it against PyTorch on chunks of other lengths and batch sizes;
     returns the largest difference."""
-    from speechkit.export.runtime import StepRunner
+    from speechkit.pretrained.backends import StepRunner
 
     step.eval()
     stride = step.encoder.stride

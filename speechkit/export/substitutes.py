@@ -40,7 +40,7 @@ def dft_basis(n_fft: int, window: torch.Tensor) -> tuple:
 
 def centered_frames(x: torch.Tensor, lengths: torch.Tensor, n_fft: int, hop_length: int) -> torch.Tensor:
     """(batch, time // hop + 1, n_fft) frames centred on ``t * hop``, each item reflect-padded at its own
-    ends (as :func:`speechkit.features.stft.stft` with ``center=True``), built with gathers only."""
+    ends (as :func:`speechkit.nn.stft.stft` with ``center=True``), built with gathers only."""
     time = x.shape[1]
     pad = n_fft // 2
     mask = length_mask(lengths, time).to(torch.float32)

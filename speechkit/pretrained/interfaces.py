@@ -181,7 +181,7 @@ class Pretrained(torch.nn.Module):
         check_interface_keys(hparams, where, text)
         built = interface(hparams["modules"], hparams, run_opts=run_opts, source_description=where)
         if backend != "torch":  # the folder's exported graphs replace the modules (speechkit.export)
-            from speechkit.export.runtime import attach_backend
+            from speechkit.pretrained.backends import attach_backend
 
             attach_backend(built, backend, fetch_source.path,
                            lambda name: fetch(name, fetch_source, savedir, strategy=strategy,
@@ -282,6 +282,10 @@ class EncoderASR(Pretrained):
     def forward(self, wavs: torch.Tensor, lengths: Optional[torch.Tensor] = None) -> tuple:
         """``model(wavs, lengths)`` transcribes a padded batch (see :meth:`transcribe_batch`)."""
         return self.transcribe_batch(wavs, lengths)
+
+    def decode_tokens(self, ids: list) -> str:
+        """The text of token ids, by the model's tokenizer (ids past its vocabulary dropped)."""
+        return _decode(self.hparams["tokenizer"], ids)
 
     def stream(self):
         """A new :class:`speechkit.streaming.Stream` (``accept(chunk) -> partial text``, ``finish() -> text``)

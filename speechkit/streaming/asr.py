@@ -199,9 +199,7 @@ class StreamBatch:
         return torch.zeros(0, self.owner.fbank.filters.shape[1])
 
     def _text(self, tokens: list) -> str:
-        from speechkit.pretrained.interfaces import _decode
-
-        return _decode(self.owner.asr.hparams["tokenizer"], tokens)
+        return self.owner.asr.decode_tokens(tokens)
 
     def _check_open(self) -> None:
         if self.finished:

@@ -20,7 +20,7 @@ import torch
 
 from speechkit.errors import SpeechkitError
 from speechkit.features.filterbanks import Fbank
-from speechkit.features.stft import power_spectrum
+from speechkit.nn.stft import power_spectrum
 
 
 class StreamingFbank:
@@ -69,7 +69,7 @@ class StreamingFbank:
     def _frames(self, start: int, end: int, last: int) -> torch.Tensor:
         if end <= start:
             return self._empty()
-        # The recording index each frame sample reads, as speechkit.features.stft's centring computes it.
+        # The recording index each frame sample reads, as speechkit.nn.stft's centring computes it.
         position = (torch.arange(start, end).unsqueeze(1) * self.hop - self.pad
                     + torch.arange(self.n_fft).unsqueeze(0))
         index = position.abs()

@@ -1,4 +1,4 @@
-"""Run exported graphs: onnxruntime or TorchScript behind the interfaces' usual calls.
+"""Run exported graphs (``speechkit.export``): onnxruntime or TorchScript behind the interfaces' usual calls.
 
 :func:`load_graph` gives a callable ``graph(x, lengths) -> tuple of tensors`` that checks its inputs first
 (a graph cannot raise a readable error itself: a length past the padded signal would silently read
@@ -175,23 +175,20 @@ def attach_backend(interface, backend: str, folder, fetch_file=None, threads: Op
         return load_graph(fetch_file(entry["file"]), backend, entry["inputs"], entry["outputs"], threads,
                           entry.get("min_time", 1))
 
-    from speechkit.pretrained.interfaces import EncoderASR
-    from speechkit.pretrained.separation import SeparationModel
-    from speechkit.pretrained.vocoder import Vocoder
-    from speechkit.pretrained.wav2vec2_features import Wav2Vec2Features
-
-    if isinstance(interface, EncoderASR):
+    # By class name (the interfaces import this module, so it imports none of them back).
+    kinds = {cls.__name__ for cls in type(interface).__mro__}
+    if "EncoderASR" in kinds:
         interface.mods["exported_recognizer"] = GraphModule(graph("recognizer"))
         interface.torch_pipeline = list(interface.hparams["encoder_pipeline"])  # what the graph holds
         interface.hparams = dict(interface.hparams, encoder_pipeline=["exported_recognizer"])
         step = artefacts.get(f"stream_step.{backend}")
         interface.stream_step = StepRunner(fetch_file(step["file"]), backend, threads) if step else None
-    elif isinstance(interface, SeparationModel):
+    elif "SeparationModel" in kinds:
         interface.mods["separator"] = GraphModule(graph("separator"))
-    elif isinstance(interface, Vocoder):
+    elif "Vocoder" in kinds:
         interface.mods["mel"] = GraphModule(graph("mel"))
         interface.mods["generator"] = GraphModule(graph("generator"))
-    elif isinstance(interface, Wav2Vec2Features):
+    elif "Wav2Vec2Features" in kinds:
         interface.encoder = Wav2Vec2GraphModule(graph("features"))
         if "normalize" in interface.mods:
             del interface.mods["normalize"]  # inside the exported graph
