@@ -16,6 +16,7 @@ from speechkit.templating import copy_template
 from tests.recipes.recipe_helpers import TINY_MODEL, run_script
 
 pytestmark = pytest.mark.slow  # recipe processes (a few seconds each)
+pytest.importorskip("onnxruntime")
 
 
 def _resized(inference: Path, out: Path) -> Path:
