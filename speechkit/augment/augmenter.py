@@ -21,14 +21,13 @@ from typing import Optional
 
 import torch
 
-from speechkit.augment.core import WaveAugmentation, check_probability, generator_for, item_seeds, pad_items
+from speechkit.augment.core import WaveAugmentation, check_probability, item_seeds
 from speechkit.errors import HparamsError
-from speechkit.nn.masks import checked_lengths
 
 __all__ = ["Augmenter", "item_seeds"]
 
 
-class Augmenter(torch.nn.Module):
+class Augmenter(WaveAugmentation):
     """Random choice and order of waveform augmentations per item (see the module docstring).
 
     Args:
@@ -42,13 +41,16 @@ class Augmenter(torch.nn.Module):
     def __init__(self, augmentations: Sequence[WaveAugmentation],
                  probabilities: Optional[Sequence[float]] = None, min_augmentations: Optional[int] = None,
                  max_augmentations: Optional[int] = None, concat_original: bool = False):
-        super().__init__()
         if not augmentations:
             raise HparamsError("Augmenter: augmentations must list at least one augmentation")
         for position, augmentation in enumerate(augmentations):
             if not isinstance(augmentation, WaveAugmentation):
                 raise HparamsError(f"Augmenter: augmentations[{position}] is a {type(augmentation).__name__}"
                                    ", not a speechkit.augment waveform augmentation")
+        rates = sorted({augmentation.sample_rate for augmentation in augmentations})
+        if len(rates) > 1:
+            raise HparamsError(f"Augmenter: its augmentations are set for different sample rates {rates}")
+        super().__init__(rates[0])
         count = len(augmentations)
         probabilities = [1.0] * count if probabilities is None else list(probabilities)
         if len(probabilities) != count:
@@ -81,20 +83,11 @@ class Augmenter(torch.nn.Module):
             wave = self.augmentations[index].augment(wave, generator)
         return wave
 
-    def forward(self, wavs: torch.Tensor, lengths: Optional[torch.Tensor] = None,
-                seeds: Optional[torch.Tensor] = None) -> tuple:
-        """``(wavs', lengths')``: (batch, time) in; (batch, time') out, or (2 x batch, time') with
-        ``concat_original``. In eval mode the input is returned unchanged."""
-        lengths = checked_lengths(wavs, lengths)
-        if not self.training:
-            return wavs, lengths
-        if seeds is None:
-            seeds = torch.randint(0, 2**62, (wavs.shape[0],), dtype=torch.int64)
-        items = [self.augment(wavs[row, : int(lengths[row])], generator_for(int(seeds[row])))
-                 for row in range(wavs.shape[0])]
-        if self.concat_original:
-            items += [wavs[row, : int(lengths[row])] for row in range(wavs.shape[0])]
-        return pad_items(items, wavs)
+    def appended_items(self, wavs: torch.Tensor, lengths: torch.Tensor) -> list:
+        """With ``concat_original``, the clean items (the batch ``forward`` returns is then twice as long)."""
+        if not self.concat_original:
+            return []
+        return [wavs[row, : int(lengths[row])] for row in range(wavs.shape[0])]
 
     def replicate(self, labels):
         """Labels (a tensor, or a list) repeated to match the batch ``forward`` returned."""

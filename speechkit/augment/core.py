@@ -138,7 +138,12 @@ class WaveAugmentation(torch.nn.Module):
             seeds = torch.randint(0, 2**62, (wavs.shape[0],), dtype=torch.int64)
         items = [self.augment(wavs[row, : int(lengths[row])], generator_for(int(seeds[row])))
                  for row in range(wavs.shape[0])]
-        return pad_items(items, wavs)
+        return pad_items(items + self.appended_items(wavs, lengths), wavs)
+
+    def appended_items(self, wavs: torch.Tensor, lengths: torch.Tensor) -> list:
+        """Items a training batch gets after the augmented ones: none here (the Augmenter's
+        ``concat_original`` appends the clean ones)."""
+        return []
 
     def extra_repr(self) -> str:
         return f"sample_rate={self.sample_rate}"
