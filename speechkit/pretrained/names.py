@@ -75,7 +75,7 @@ def check_pretrainer_names(yaml_text: str, where: str) -> None:
         root = yaml.compose(yaml_text, Loader=yaml.SafeLoader)
     except (yaml.YAMLError, RecursionError):
         return  # the YAML checks report it with its line
-    pretrainer = _child(root, "pretrainer")
+    pretrainer = yaml_child(root, "pretrainer")
     if pretrainer is None:
         return
 
@@ -83,19 +83,19 @@ def check_pretrainer_names(yaml_text: str, where: str) -> None:
         raise UnsafeSourceError(f"{where}, line {node.start_mark.line + 1}: pretrainer {key}: {error}; "
                                 "refused") from None
 
-    for key, _ in _items(_child(pretrainer, "loadables")):
+    for key, _ in yaml_items(yaml_child(pretrainer, "loadables")):
         try:
             check_file_name(key.value, "loadable name")
         except FetchError as error:
             refuse(key, f"loadables key {key.value!r}", error)
-    for key, value in _items(_child(pretrainer, "paths")):
+    for key, value in yaml_items(yaml_child(pretrainer, "paths")):
         for text in _strings(value):
             parts = [p for p in text.replace("\\", "/").split("/") if p not in ("", "http:", "https:")]
             if ".." in parts or "." in parts or "\0" in text:
                 refuse(value, f"paths[{key.value}]", FetchError(f"path {text!r} holds '.' or '..'"))
             if not parts:
                 refuse(value, f"paths[{key.value}]", FetchError(f"path {text!r} names no file"))
-    collect_in = _child(pretrainer, "collect_in")
+    collect_in = yaml_child(pretrainer, "collect_in")
     if isinstance(collect_in, yaml.ScalarNode) and not collect_in.tag.startswith("!"):
         text = collect_in.value
         if text.startswith(("/", "~")) or ".." in text.replace("\\", "/").split("/"):
@@ -114,14 +114,16 @@ def _strings(node) -> list:
     return []
 
 
-def _child(node, name):
-    for key, value in _items(node):
+def yaml_child(node, name):
+    """The value node of key ``name`` in a composed YAML mapping node, or None."""
+    for key, value in yaml_items(node):
         if key.value == name:
             return value
     return None
 
 
-def _items(node):
+def yaml_items(node):
+    """The ``(key node, value node)`` pairs of a composed YAML mapping node (none for anything else)."""
     import yaml
 
     return node.value if isinstance(node, yaml.MappingNode) else []

@@ -41,7 +41,7 @@ from speechkit.pretrained.fetching import (
     resolve_source,
 )
 from speechkit.pretrained.loading import LoadReport, describe_report, load_into, load_weights
-from speechkit.pretrained.names import check_file_name
+from speechkit.pretrained.names import check_file_name, yaml_child, yaml_items
 
 logger = logging.getLogger(__name__)
 
@@ -278,12 +278,12 @@ def declared_files(yaml_text: str, where: str = "hyperparams.yaml") -> dict:
         root = yaml.compose(yaml_text, Loader=yaml.SafeLoader)
     except yaml.YAMLError as error:
         raise FetchError(f"{where}: not valid YAML ({error})") from None
-    node = _child(root, "pretrainer")
+    node = yaml_child(root, "pretrainer")
     if node is None:
         return {}
-    names = [key.value for key, _ in _items(_child(node, "loadables"))]
+    names = [key.value for key, _ in yaml_items(yaml_child(node, "loadables"))]
     specs = {}
-    for key, value in _items(_child(node, "paths")):
+    for key, value in yaml_items(yaml_child(node, "paths")):
         if isinstance(value, yaml.ScalarNode) and not value.tag.startswith("!"):
             specs[key.value] = value.value
         elif value.tag.endswith("FetchSource"):
@@ -296,15 +296,3 @@ def declared_files(yaml_text: str, where: str = "hyperparams.yaml") -> dict:
                              "must be a plain string or a FetchSource to be listed without building the YAML")
     return {name: specs.get(name, f"{name}.ckpt") for name in dict.fromkeys(names + list(specs))}
 
-
-def _child(node, name):
-    for key, value in _items(node):
-        if key.value == name:
-            return value
-    return None
-
-
-def _items(node):
-    import yaml
-
-    return node.value if isinstance(node, yaml.MappingNode) else []
