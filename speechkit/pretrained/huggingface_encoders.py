@@ -8,7 +8,7 @@ load as tensors only (safetensors or ``weights_only`` torch.load), through speec
 
 Example:
     >>> model, extra = load_encoder("microsoft/wavlm-base-plus", savedir="pretrained/wavlm")  # doctest: +SKIP
-    >>> export_encoder(model, "exported/wavlm", "wavlm")                                       # doctest: +SKIP
+    >>> export_encoder(model, "exported/wavlm", "wavlm")  # doctest: +SKIP
 """
 from __future__ import annotations
 
@@ -41,7 +41,8 @@ def read_config(source, **options) -> tuple:
     except (OSError, ValueError) as error:
         raise CheckpointError(f"{config_path}: not a readable JSON config ({error})") from None
     if not isinstance(hf_config, dict):
-        raise CheckpointError(f"{config_path}: a config must be a JSON object, got {type(hf_config).__name__}")
+        raise CheckpointError(f"{config_path}: a config must be a JSON object, got "
+                              f"{type(hf_config).__name__}")
     model_type = hf_config.get("model_type", "wav2vec2")
     if model_type not in MODEL_TYPES:
         raise CheckpointError(f"{config_path}: model_type {model_type!r} is not one of {list(MODEL_TYPES)}")
@@ -94,7 +95,8 @@ def load_encoder(source: Union[str, os.PathLike], savedir: Optional[Union[str, o
     wrong = sorted(key for key in set(ours) & set(expected) if ours[key].shape != expected[key].shape)
     if missing or unexpected or wrong:
         raise CheckpointError(f"{weights_path}: does not fit the {model_type} encoder of {config_path} "
-                              f"(missing {missing[:5]}, unexpected {unexpected[:5]}, wrong shape {wrong[:5]})")
+                              f"(missing {missing[:5]}, unexpected {unexpected[:5]}, wrong shape "
+                              f"{wrong[:5]})")
     model.load_state_dict(ours)
     return model, extra, model_type
 

@@ -18,9 +18,8 @@ Example:
 """
 from __future__ import annotations
 
-from typing import Optional
-
 import math
+from typing import Optional
 
 import torch
 import torch.nn.functional as F
@@ -53,7 +52,8 @@ class StackedPositionalConv(nn.Module):
     parameters, GELU). Padded frames are zeroed between the convolutions, so an item padded in a batch sees
     what it sees alone.
 
-    Shapes: x ``(batch, frames, d_model)``, valid ``(batch, frames, 1)`` float -> ``(batch, frames, d_model)``.
+    Shapes: x ``(batch, frames, d_model)``, valid ``(batch, frames, 1)`` float ->
+    ``(batch, frames, d_model)``.
     """
 
     def __init__(self, d_model: int, kernel: int, groups: int, layers: int, eps: float = 1e-5):
@@ -114,7 +114,8 @@ class SelfAttention(nn.Module):
 
     With ``gated_bias`` (WavLM), a relative position bias ``(num_heads, frames, frames)`` passed to
     :meth:`forward` is scaled per head and query frame by a gate computed from the attention's input:
-    ``a * (b * gate_const - 1) + 2`` with ``a, b = sigmoid`` of two sums of ``gate_proj`` of each head's slice.
+    ``a * (b * gate_const - 1) + 2`` with ``a, b = sigmoid`` of two sums of ``gate_proj`` of each head's
+    slice.
     """
 
     def __init__(self, d_model: int, num_heads: int, dropout: float, gated_bias: bool = False):

@@ -61,7 +61,8 @@ _FIELDS = {
     "relative_position_max_distance": ("max_bucket_distance", _INT, ("wavlm",)),
 }
 #: Settings speechkit's encoder has one value for: (key, the value, families).
-_FIXED = (("hidden_act", "gelu", None), ("feat_extract_activation", "gelu", None), ("add_adapter", False, None),
+_FIXED = (("hidden_act", "gelu", None), ("feat_extract_activation", "gelu", None),
+          ("add_adapter", False, None),
           ("conv_pos_batch_norm", False, ("hubert",)), ("use_weighted_layer_sum", False, None))
 
 

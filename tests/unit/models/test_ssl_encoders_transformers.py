@@ -66,7 +66,7 @@ def assert_same_outputs(ours: Wav2Vec2Model, theirs, lengths=(3000, 2200)):
             assert expected.last_hidden_state.shape[1] == frames
             torch.testing.assert_close(got.output[index, :frames], expected.last_hidden_state[0], atol=ATOL,
                                        rtol=0)
-            if not ours.config.layer_norm_first:  # pre-norm: transformers' last hidden state is after the norm
+            if not ours.config.layer_norm_first:  # pre-norm: the last hidden state is after the final norm
                 for layer, hidden in enumerate(expected.hidden_states):
                     torch.testing.assert_close(got.hidden_states[layer][index, :frames], hidden[0], atol=ATOL,
                                                rtol=0, msg=lambda m, layer=layer: f"layer {layer}: {m}")
