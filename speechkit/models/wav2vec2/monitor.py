@@ -45,6 +45,10 @@ class PretrainingMonitor:
         self.sums = dict.fromkeys(_SUMMED, 0.0)
         self.temperature: Optional[float] = None
 
+    def snapshot(self) -> dict:
+        """The sums so far, for :meth:`summarize`'s ``since``."""
+        return dict(self.sums)
+
     def update(self, out) -> None:
         """Add one batch's :class:`~speechkit.models.wav2vec2.PretrainingOutput`."""
         self.sums["contrastive"] += float(out.contrastive_loss.detach())
