@@ -204,3 +204,64 @@ def test_finetuning_starts_from_a_transformers_folder_with_the_recipe_masking(tm
     assert not any(p.requires_grad for p in encoder.feature_encoder.parameters())
     for name, tensor in published.wav2vec2.state_dict().items():
         assert torch.equal(encoder.state_dict()[name], tensor), name
+
+
+def speaker_corpus(folder: Path) -> Path:
+    """The tiny corpus with three speakers in its training manifest (for the probe's speaker split)."""
+    from tests.recipes.recipe_helpers import write_corpus
+
+    write_corpus(folder)
+    manifest = json.loads((folder / "train.json").read_text())
+    for index, key in enumerate(sorted(manifest)):
+        manifest[key]["spk"] = "abc"[index % 3]
+    (folder / "train.json").write_text(json.dumps(manifest))
+    return folder
+
+
+@pytest.mark.slow
+def test_hubert_and_bestrq_pretrain_end_to_end_with_resumable_kmeans_and_a_probe_table(tmp_path):
+    data = speaker_corpus(tmp_path / "data")
+    recipe = copy_recipe(tmp_path)
+    common = ["hparams/pretrain.yaml", "--data_folder", str(data), *options(TINY_MODEL),
+              "--hubert.num_clusters", "8", "--bestrq.codebook_size", "16", "--kmeans_batch", "8",
+              "--kmeans_utterances", "20"]
+    # k-means: one pass, then the same command with two passes resumes after the first; equal to a fresh
+    # two-pass fit, bit for bit.
+    run_script(recipe / "kmeans.py", [*common, "--kmeans_passes", "1", "--output_folder", "results/km"])
+    resumed = run_script(recipe / "kmeans.py", [*common, "--kmeans_passes", "2", "--output_folder",
+                                                "results/km"])
+    assert "resuming the k-means fit at pass 1, batch 0" in resumed.stdout + resumed.stderr
+    resumed_centroids = torch.load(recipe / "results/kmeans/1234/kmeans.ckpt", weights_only=True)["centroids"]
+    run_script(recipe / "kmeans.py", [*common, "--kmeans_passes", "2", "--output_folder", "results/km2",
+                                      "--hubert.kmeans_file", "results/fresh.ckpt"])
+    fresh = torch.load(recipe / "results/fresh.ckpt", weights_only=True)["centroids"]
+    assert torch.equal(resumed_centroids, fresh)
+    short = ["--number_of_epochs", "1", "--max_tokens", "48000", "--global_batch_seconds", "6",
+             "--log_interval_steps", "1"]
+    figures = {"hubert": "target_perplexity", "bestrq": "target_perplexity"}
+    for objective, figure in figures.items():
+        run_script(recipe / "pretrain.py", [*common, *short, "--objective", objective, "--output_folder",
+                                            f"results/{objective}"])
+        log = (recipe / "results" / objective / "train_log.txt").read_text()
+        assert "| prediction: " in log and f"| {figure}: " in log and "update: 1 | lr: " in log, log
+    # The second HuBERT iteration clusters a layer of the first model.
+    second = ["--hubert.teacher_encoder", "results/hubert/encoder.ckpt", "--hubert.teacher_layer", "1",
+              "--hubert.kmeans_file", "results/iter2.ckpt", "--hubert.num_clusters", "6"]
+    run_script(recipe / "kmeans.py", [*common, *second, "--output_folder", "results/km-iter2"])
+    assert torch.load(recipe / "results/iter2.ckpt", weights_only=True)["centroids"].shape == (6, 32)
+    run_script(recipe / "pretrain.py", [*common, *short, *second, "--objective", "hubert",
+                                        "--output_folder", "results/hubert2"])
+    # Every objective saves the same encoder layout: the probe (and finetune.py) read each.
+    layouts = [sorted(torch.load(recipe / "results" / name / "encoder.ckpt", weights_only=True))
+               for name in ("hubert", "bestrq", "hubert2")]
+    assert layouts[0] == layouts[1] == layouts[2]
+    sizes = {name: value for name, value in TINY_MODEL.items() if name in (
+        "num_layers", "d_model", "num_heads", "ffn_dim", "conv_channels", "pos_conv_kernel", "pos_conv_groups")}
+    done = run_script(recipe / "probe.py", [
+        "hparams/probe.yaml", "--data_folder", str(data), *options(sizes)[3:], "--probe_steps", "5",
+        "--sources.wav2vec2", "null", "--sources.hubert", "results/hubert2/encoder.ckpt",
+        "--sources.bestrq", "results/bestrq/encoder.ckpt"])
+    table = [line for line in done.stdout.splitlines() if line.startswith("| ")]
+    names = [line.split("|")[1].strip() for line in table[2:]]
+    assert names == ["filterbanks", "random_init", "random_init", "hubert", "hubert", "bestrq", "bestrq"]
+    assert (recipe / "results" / "probe" / "1234" / "probe.md").read_text().strip() == "\n".join(table)
