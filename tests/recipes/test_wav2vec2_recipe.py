@@ -170,7 +170,8 @@ def test_two_gloo_workers_make_the_update_of_one_process_with_the_same_global_ba
     try:
         changes = {f"config.{name}": value for name, value in NO_DROPOUT.items()}
         objectives = load_script(recipe / "objectives.py", "wav2vec2_objectives_copy", search_path=recipe)
-        initial = objectives.build_model(speechkit.load_hparams("hparams/pretrain.yaml", changes)).state_dict()
+        hparams = speechkit.load_hparams("hparams/pretrain.yaml", changes)
+        initial = objectives.build_model(hparams).state_dict()
     finally:
         os.chdir(cwd)
     one, two = final_weights(recipe / "results" / "one"), final_weights(recipe / "results" / "two")
@@ -255,8 +256,9 @@ def test_hubert_and_bestrq_pretrain_end_to_end_with_resumable_kmeans_and_a_probe
     layouts = [sorted(torch.load(recipe / "results" / name / "encoder.ckpt", weights_only=True))
                for name in ("hubert", "bestrq", "hubert2")]
     assert layouts[0] == layouts[1] == layouts[2]
-    sizes = {name: value for name, value in TINY_MODEL.items() if name in (
-        "num_layers", "d_model", "num_heads", "ffn_dim", "conv_channels", "pos_conv_kernel", "pos_conv_groups")}
+    encoder_keys = ("num_layers", "d_model", "num_heads", "ffn_dim", "conv_channels", "pos_conv_kernel",
+                    "pos_conv_groups")
+    sizes = {name: value for name, value in TINY_MODEL.items() if name in encoder_keys}
     done = run_script(recipe / "probe.py", [
         "hparams/probe.yaml", "--data_folder", str(data), *options(sizes)[3:], "--probe_steps", "5",
         "--sources.wav2vec2", "null", "--sources.hubert", "results/hubert2/encoder.ckpt",

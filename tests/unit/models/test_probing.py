@@ -50,7 +50,8 @@ def test_greedy_ctc_merges_repeats_and_drops_blanks():
 def test_a_linear_probe_reads_characters_that_the_features_hold_and_not_noise():
     generator = torch.Generator().manual_seed(0)
     vocabulary = CharacterVocabulary(["ABC"])
-    texts = ["".join("ABC"[i] for i in torch.randint(3, (4,), generator=generator).tolist()) for _ in range(40)]
+    draws = [torch.randint(3, (4,), generator=generator).tolist() for _ in range(40)]
+    texts = ["".join("ABC"[i] for i in draw) for draw in draws]
 
     def utterance(text):
         # Each character over 3 frames, then a blank-ish silence frame: the first "layer" holds the text as
