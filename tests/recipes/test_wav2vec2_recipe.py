@@ -186,16 +186,21 @@ def test_two_gloo_workers_make_the_update_of_one_process_with_the_same_global_ba
     assert moved > len(one) // 2, "the update did not move the weights: nothing was compared"
 
 
-def test_finetuning_starts_from_a_transformers_folder_with_the_recipe_masking(tmp_path):
+@pytest.mark.parametrize("family", ["wav2vec2", "hubert", "wavlm", "data2vec-audio"])
+def test_finetuning_starts_from_a_transformers_folder_with_the_recipe_masking(tmp_path, family):
     from speechkit.models.wav2vec2 import Wav2Vec2Config, Wav2Vec2Model, Wav2Vec2Pretraining
-    from speechkit.pretrained import export_wav2vec2
-    from tests.helpers.scripts import load_script
+    from speechkit.pretrained import export_encoder
 
     finetune = load_script(RECIPE / "finetune.py", "wav2vec2_finetune_recipe", search_path=RECIPE)
     sizes = dict(conv_channels=(16,) * 7, d_model=16, num_layers=1, num_heads=2, ffn_dim=16,
                  pos_conv_kernel=4, pos_conv_groups=2, codebook_entries=4, codevector_dim=8, final_dim=8)
-    published = Wav2Vec2Pretraining(Wav2Vec2Config(**sizes, mask_prob=0.05))
-    export_wav2vec2(published, tmp_path / "hf")
+    layout = {"wavlm": dict(relative_position_buckets=16, relative_position_max_distance=40),
+              "data2vec-audio": dict(pos_conv_layers=2, feature_norm="layer")}.get(family, {})
+    published = Wav2Vec2Pretraining(Wav2Vec2Config(**sizes, **layout, mask_prob=0.05))
+    if family != "wav2vec2":
+        published = published.wav2vec2  # the encoder alone: transformers has no pretraining model for these
+    export_encoder(published, tmp_path / "hf", family)
+    published = getattr(published, "wav2vec2", published)
     recipe_config = Wav2Vec2Config(mask_prob=0.4, mask_length=5, mask_channel_prob=0.2, mask_channel_length=4)
     encoder = finetune.build_encoder({"encoder": None, "huggingface_encoder": str(tmp_path / "hf"),
                                       "save_folder": str(tmp_path / "save"), "config": recipe_config,
@@ -203,7 +208,7 @@ def test_finetuning_starts_from_a_transformers_folder_with_the_recipe_masking(tm
     assert isinstance(encoder, Wav2Vec2Model) and encoder.config.d_model == 16
     assert (encoder.config.mask_prob, encoder.config.mask_channel_length) == (0.4, 4)
     assert not any(p.requires_grad for p in encoder.feature_encoder.parameters())
-    for name, tensor in published.wav2vec2.state_dict().items():
+    for name, tensor in published.state_dict().items():
         assert torch.equal(encoder.state_dict()[name], tensor), name
 
 

@@ -230,3 +230,50 @@ def test_the_three_objectives_share_one_encoder_state_layout():
     for model in (Wav2Vec2Pretraining(config), HubertPretraining(config, 5),
                   BestRqPretraining(config, codebook_size=8, n_mels=20)):
         assert set(model.wav2vec2.state_dict()) == keys
+
+
+def test_wav2vec2_loss_equals_the_hand_computed_contrastive_terms():
+    config = Wav2Vec2Config(**{**TINY, "final_dim": 2}, codebook_groups=1, codebook_entries=2, codevector_dim=2,
+                            num_negatives=1, quantizer_input_dropout=0.0, diversity_weight=0.1,
+                            logit_temperature=0.1)
+    model = Wav2Vec2Pretraining(config).eval()  # eval: argmax codes, no Gumbel noise
+    with torch.no_grad():
+        # Every context projects to (1, 0); the two code vectors project to (1, 0) and (0, 1); a frame gets
+        # code 0 where its first normalized feature is positive, else code 1.
+        model.project_hid.weight.zero_()
+        model.project_hid.bias.copy_(torch.tensor([1.0, 0.0]))
+        model.project_q.weight.copy_(torch.eye(2))
+        model.project_q.bias.zero_()
+        model.quantizer.codevectors.copy_(torch.tensor([[[1.0, 0.0], [0.0, 1.0]]]))
+        model.quantizer.weight_proj.weight.zero_()
+        model.quantizer.weight_proj.weight[0, 0], model.quantizer.weight_proj.weight[1, 0] = 1.0, -1.0
+        model.quantizer.weight_proj.bias.zero_()
+    wav, lengths = batch(6, lengths=(4000, 4000))
+    frames = int(model.wav2vec2.output_lengths(lengths)[0])
+    mask = torch.zeros(2, frames, dtype=torch.bool)
+    mask[0, [0, 1]] = True
+    mask[1, [2, 3]] = True
+    negatives = torch.zeros(2, frames, 1, dtype=torch.long)
+    negatives[0, 0], negatives[0, 1], negatives[1, 2], negatives[1, 3] = 1, 0, 3, 2
+    with torch.no_grad():
+        features = model.wav2vec2(wav, lengths, mask=mask).features
+        codes = model.quantizer.weight_proj(features).argmax(-1)  # the codes the model will pick
+    assert len(set(codes[mask].tolist())) == 2  # both codes among the masked frames: the case is not trivial
+    out = model(wav, lengths, mask=mask, negatives=negatives)
+    # Cosine of (1, 0) with the target's projected code: 1 for code 0, 0 for code 1; logits over 0.1. A
+    # distractor with the target's own code scores -inf (it is the target).
+    expected = 0.0
+    for item, frame, other in ((0, 0, 1), (0, 1, 0), (1, 2, 3), (1, 3, 2)):
+        target, distractor = int(codes[item, frame]), int(codes[item, other])
+        score = 10.0 if target == 0 else 0.0
+        if distractor == target:
+            continue  # softmax over the target alone: -log 1 = 0
+        other_score = 10.0 if distractor == 0 else 0.0
+        expected += math.log(math.exp(score) + math.exp(other_score)) - score
+    assert out.contrastive_loss.item() == pytest.approx(expected, abs=1e-4)
+    used = torch.bincount(codes[torch.ones_like(mask)].flatten(), minlength=2).double()
+    used = used / used.sum()
+    perplexity = math.exp(-sum(p * math.log(p) for p in used.tolist() if p > 0))
+    assert out.diversity_loss.item() == pytest.approx((2 - perplexity) / 2, abs=1e-5)
+    assert out.loss.item() == pytest.approx(expected / 4 + 0.1 * (2 - perplexity) / 2
+                                            + 10.0 * out.feature_penalty.item(), abs=1e-4)
