@@ -5,8 +5,8 @@ BEST-RQ steps against transformers at the same configuration, weights and batch,
 - HuBERT: transformers has no HuBERT pretraining model; the peer is ``HubertModel``'s forward and backward
   with the same masked-prediction head (projection, cosine logits, cross-entropy on masked frames) on its
   ``last_hidden_state``. Both get the same precomputed targets, so the rows compare the encoder and the
-  loss (speechkit's own step would add the targets' MFCCs and k-means lookup, listed apart as ``hubert+targets``
-  with no peer).
+  loss (speechkit's own step would add the targets' MFCCs and k-means lookup, listed apart as
+  ``hubert+targets``, with no peer).
 - WavLM: the same HuBERT step on the WavLM encoder (gated relative position bias) against ``WavLMModel``.
 - BEST-RQ: speechkit alone (transformers has none); its step includes the filterbanks and the frozen
   quantizer's codes.
@@ -268,7 +268,8 @@ def main(argv=None) -> int:
             raise SystemExit(f"unknown dtype {dtype!r}: use fp32 or bf16")
     print("| objective | config | params | dtype | speechkit audio s/s | transformers audio s/s | ratio |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
-    for name, objective in [(name, objective) for objective in objectives for name in args.configs.split(",")]:
+    rows = [(name, objective) for objective in objectives for name in args.configs.split(",")]
+    for name, objective in rows:
         config = Wav2Vec2Config.preset(name)
         if args.tiny:
             config = config.replace(conv_channels=(32,) * 7, d_model=32, num_layers=1, num_heads=2,
