@@ -234,8 +234,8 @@ def test_the_three_objectives_share_one_encoder_state_layout():
 
 def test_wav2vec2_loss_equals_the_hand_computed_contrastive_terms():
     config = Wav2Vec2Config(**{**TINY, "final_dim": 2}, codebook_groups=1, codebook_entries=2,
-                            codevector_dim=2, num_negatives=1, quantizer_input_dropout=0.0, diversity_weight=0.1,
-                            logit_temperature=0.1)
+                            codevector_dim=2, num_negatives=1, quantizer_input_dropout=0.0,
+                            diversity_weight=0.1, logit_temperature=0.1)
     model = Wav2Vec2Pretraining(config).eval()  # eval: argmax codes, no Gumbel noise
     with torch.no_grad():
         # Every context projects to (1, 0); the two code vectors project to (1, 0) and (0, 1); a frame gets
