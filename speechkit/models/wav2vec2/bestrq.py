@@ -51,10 +51,12 @@ class RandomProjectionQuantizer(nn.Module):
         if x.shape[-1] != self.input_dim:
             raise ValueError(f"the quantizer takes {self.input_dim} features per frame, got {x.shape[-1]}")
         batch, frames, _ = x.shape
-        flat = x.float().reshape(1, batch * frames, self.input_dim).expand(self.num_codebooks, -1, -1)
-        projected = F.normalize(torch.bmm(flat, self.projections.float()), dim=-1)  # (books, N, code_dim)
-        # Both unit vectors: the nearest codeword is the one of largest dot product.
-        scores = torch.bmm(projected, self.codebooks.float().transpose(1, 2))
+        # float32 also under autocast: the codes of a frame must not depend on the training precision.
+        with torch.autocast(device_type=x.device.type, enabled=False):
+            flat = x.float().reshape(1, batch * frames, self.input_dim).expand(self.num_codebooks, -1, -1)
+            projected = F.normalize(torch.bmm(flat, self.projections.float()), dim=-1)  # (books, N, dim)
+            # Both unit vectors: the nearest codeword is the one of largest dot product.
+            scores = torch.bmm(projected, self.codebooks.float().transpose(1, 2))
         return scores.argmax(-1).T.reshape(batch, frames, self.num_codebooks)
 
     def extra_repr(self) -> str:

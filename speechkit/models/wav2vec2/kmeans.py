@@ -57,8 +57,10 @@ class MiniBatchKMeans(nn.Module):
     def distances(self, frames: torch.Tensor) -> torch.Tensor:
         """Squared distances ``(count, num_clusters)`` to the centroids."""
         frames = self._check(frames)
-        return ((frames.square().sum(1, keepdim=True) - 2.0 * frames @ self.centroids.T
-                 + self.centroids.square().sum(1)).clamp(min=0))
+        # float32 also under autocast: a bf16 product would move frames between nearby clusters.
+        with torch.autocast(device_type=frames.device.type, enabled=False):
+            return ((frames.square().sum(1, keepdim=True) - 2.0 * frames @ self.centroids.T
+                     + self.centroids.square().sum(1)).clamp(min=0))
 
     def predict(self, frames: torch.Tensor) -> torch.Tensor:
         """The nearest centroid of each frame, ``(count,)`` int64."""

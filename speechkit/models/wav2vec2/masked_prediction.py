@@ -102,8 +102,9 @@ class HubertPretraining(nn.Module):
     def logits(self, output: torch.Tensor) -> torch.Tensor:
         """Cosine similarity of each projected frame with each cluster's embedding, over the temperature."""
         projected = F.normalize(self.final_proj(output).float(), dim=-1, eps=1e-8)
-        embeddings = F.normalize(self.label_embeddings.float(), dim=-1, eps=1e-8)
-        return projected @ embeddings.T / self.config.logit_temperature
+        with torch.autocast(device_type=output.device.type, enabled=False):  # cosines in float32
+            embeddings = F.normalize(self.label_embeddings.float(), dim=-1, eps=1e-8)
+            return projected @ embeddings.T / self.config.logit_temperature
 
     def forward(self, wav: torch.Tensor, lengths: torch.Tensor, targets: Optional[torch.Tensor] = None,
                 mask: Optional[torch.Tensor] = None,

@@ -277,3 +277,16 @@ def test_wav2vec2_loss_equals_the_hand_computed_contrastive_terms():
     assert out.diversity_loss.item() == pytest.approx((2 - perplexity) / 2, abs=1e-5)
     assert out.loss.item() == pytest.approx(expected / 4 + 0.1 * (2 - perplexity) / 2
                                             + 10.0 * out.feature_penalty.item(), abs=1e-4)
+
+
+def test_targets_do_not_depend_on_autocast():
+    config = Wav2Vec2Config(**TINY)
+    wav, lengths = batch(7, lengths=(48000, 40000))
+    model = BestRqPretraining(config, codebook_size=1024, code_dim=16, n_mels=80)
+    kmeans = MiniBatchKMeans(100, 39, seed=0)
+    kmeans.partial_fit(mfcc_frames(wav, lengths, config)[0].reshape(-1, 39))
+    targets = ClusterTargets(kmeans, config)
+    plain = model.make_targets(wav, lengths), targets(wav, lengths)[0]
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        under = model.make_targets(wav, lengths), targets(wav, lengths)[0]
+    assert torch.equal(plain[0], under[0]) and torch.equal(plain[1], under[1])
