@@ -27,6 +27,8 @@ from speechkit.models.wav2vec2.huggingface import (
     family_of,
 )
 from speechkit.pretrained.fetching import fetch
+from speechkit.pretrained.huggingface_config import MAX_CONFIG_BYTES, check_wav2vec2_config, read_json_config
+from speechkit.pretrained.limits import DEFAULT_LIMITS
 from speechkit.pretrained.loading import load_weights, save_weights
 
 #: Every ``model_type`` :func:`load_encoder` reads.
@@ -34,15 +36,12 @@ MODEL_TYPES = ("wav2vec2", *FAMILIES)
 
 
 def read_config(source, **options) -> tuple:
-    """``(config dict, its path)`` of a folder's ``config.json``, refused unless a JSON object."""
-    config_path = fetch("config.json", source, **options)
-    try:
-        hf_config = json.loads(open(config_path, encoding="utf-8").read())
-    except (OSError, ValueError) as error:
-        raise CheckpointError(f"{config_path}: not a readable JSON config ({error})") from None
-    if not isinstance(hf_config, dict):
-        raise CheckpointError(f"{config_path}: a config must be a JSON object, got "
-                              f"{type(hf_config).__name__}")
+    """``(config dict, its path)`` of a folder's ``config.json``: bounded in size, a JSON object, its shared
+    fields within the bounds and parameter budget of :mod:`speechkit.pretrained.huggingface_config`, and a
+    ``model_type`` of the four families."""
+    config_path = fetch("config.json", source, max_bytes=MAX_CONFIG_BYTES, **options)
+    hf_config = read_json_config(config_path, str(config_path))
+    check_wav2vec2_config(hf_config, str(config_path))  # before anything is built from it
     model_type = hf_config.get("model_type", "wav2vec2")
     if model_type not in MODEL_TYPES:
         raise CheckpointError(f"{config_path}: model_type {model_type!r} is not one of {list(MODEL_TYPES)}")
@@ -53,7 +52,8 @@ def _fetch_weights(source, **options):
     missing = None
     for name in ("model.safetensors", "pytorch_model.bin"):
         try:
-            return fetch(name, source, **options)
+            # Bounded: a server streaming without Content-Length stops at the limit.
+            return fetch(name, source, max_bytes=DEFAULT_LIMITS.max_file_bytes, **options)
         except FetchError as error:
             missing = error
     raise FetchError(f"{source}: no model.safetensors or pytorch_model.bin ({missing})")

@@ -66,10 +66,20 @@ _FIXED = (("hidden_act", "gelu", None), ("feat_extract_activation", "gelu", None
           ("conv_pos_batch_norm", False, ("hubert",)), ("use_weighted_layer_sum", False, None))
 
 
+#: Upper bounds of the family-specific sizes no real model passes (a config is data from the network: an
+#: Embedding of 10**9 buckets would be allocated before any weight is compared).
+_MAXIMA = {"num_buckets": 100_000, "max_bucket_distance": 10_000_000, "conv_pos_kernel_size": 4096,
+           "num_conv_pos_embeddings": 4096}
+
+
 def _checked(value: Any, kind: str, key: str, where: str) -> Any:
     """``value`` of ``key`` if it is of ``kind`` and in range, else a CheckpointError naming both."""
     def bad(expected: str):
         return CheckpointError(f"{where}: {key} must be {expected}, got {value!r}")
+
+    if kind == _INT and key in _MAXIMA and not isinstance(value, bool) and isinstance(value, int) \
+            and value > _MAXIMA[key]:
+        raise bad(f"an integer <= {_MAXIMA[key]}")
 
     if kind == _BOOL:
         if not isinstance(value, bool):
@@ -128,8 +138,9 @@ def encoder_config_from_huggingface(hf_config: dict, where: str = "config.json")
                                              "conv_pos_kernel_size", where)
         values["pos_conv_layers"] = _checked(hf_config.get("num_conv_pos_embeddings", 5), _INT,
                                              "num_conv_pos_embeddings", where)
-        if values["pos_conv_layers"] == 0:
-            raise CheckpointError(f"{where}: num_conv_pos_embeddings must be >= 1, got 0")
+        if not 1 <= values["pos_conv_layers"] <= 64:
+            raise CheckpointError(f"{where}: num_conv_pos_embeddings (data2vec-audio: positional convolution "
+                                  f"layers) must be in [1, 64], got {values['pos_conv_layers']}")
     else:
         values["pos_conv_kernel"] = _checked(hf_config.get("num_conv_pos_embeddings", 128), _INT,
                                              "num_conv_pos_embeddings", where)

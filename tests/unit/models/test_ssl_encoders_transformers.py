@@ -126,10 +126,12 @@ def test_ctc_head_of_a_task_model_comes_back_as_extra(tmp_path):
 
 
 @pytest.mark.parametrize("key, value, message", [
-    ("hidden_size", "32", "hidden_size must be an integer"),
+    ("hidden_size", "32", "hidden_size'? must be an integer"),
     ("num_buckets", -1, "num_buckets must be an integer >= 0"),
-    ("conv_dim", [24, 0, 32], "conv_dim must be a non-empty list of positive integers"),
-    ("do_stable_layer_norm", "yes", "do_stable_layer_norm must be true or false"),
+    ("num_buckets", 10**9, "num_buckets must be an integer <= 100000"),
+    ("max_bucket_distance", 1.5, "max_bucket_distance must be an integer"),
+    ("conv_dim", [24, 0, 32], r"conv_dim(\[1\]'| must be a non-empty list)"),
+    ("do_stable_layer_norm", "yes", "do_stable_layer_norm'? must be true or false"),
     ("hidden_act", "relu", "hidden_act='relu' is not supported"),
     ("num_attention_heads", 5, "not divisible by num_heads"),
 ])
@@ -142,6 +144,14 @@ def test_bad_config_values_name_the_file_and_key(tmp_path, key, value, message):
     with pytest.raises(CheckpointError, match=message) as error:
         load_encoder(tmp_path / "hf")
     assert "config.json" in str(error.value)
+
+
+def test_data2vec_positional_layers_are_bounded(tmp_path):
+    hf_model("data2vec-audio").save_pretrained(tmp_path / "hf")
+    path = tmp_path / "hf" / "config.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), "num_conv_pos_embeddings": 1000}))
+    with pytest.raises(CheckpointError, match="num_conv_pos_embeddings .*must be in \\[1, 64\\], got 1000"):
+        load_encoder(tmp_path / "hf")
 
 
 def test_unknown_model_type_and_wrong_layout_are_refused(tmp_path):
