@@ -272,3 +272,35 @@ def test_hubert_and_bestrq_pretrain_end_to_end_with_resumable_kmeans_and_a_probe
     names = [line.split("|")[1].strip() for line in table[2:]]
     assert names == ["filterbanks", "random_init", "random_init", "hubert", "hubert", "bestrq", "bestrq"]
     assert (recipe / "results" / "probe" / "1234" / "probe.md").read_text().strip() == "\n".join(table)
+
+
+def test_objectives_refuse_what_they_cannot_build(tmp_path):
+    from speechkit.errors import HparamsError
+    from speechkit.models.wav2vec2 import (
+        BestRqPretraining,
+        HubertPretraining,
+        MiniBatchKMeans,
+        Wav2Vec2Config,
+        Wav2Vec2Model,
+    )
+
+    objectives = load_script(RECIPE / "objectives.py", "wav2vec2_objectives", search_path=RECIPE)
+    config = Wav2Vec2Config(**TINY_MODEL)
+    kmeans = MiniBatchKMeans(4, 39)
+    kmeans.partial_fit(torch.randn(8, 39))
+    torch.save(kmeans.state_dict(), tmp_path / "kmeans.ckpt")
+    hparams = {"config": config, "objective": "hubert", "bestrq": {"codebook_size": 8, "n_mels": 20},
+               "hubert": {"num_clusters": 4, "kmeans_file": str(tmp_path / "kmeans.ckpt"),
+                          "teacher_encoder": None, "teacher_layer": None}}
+    assert isinstance(objectives.build_model(hparams), HubertPretraining)
+    assert isinstance(objectives.build_model({**hparams, "objective": "bestrq"}), BestRqPretraining)
+    with pytest.raises(HparamsError, match="must be one of wav2vec2, hubert, bestrq, got 'data2vec'"):
+        objectives.build_model({**hparams, "objective": "data2vec"})
+    with pytest.raises(HparamsError, match="holds 4 clusters, hubert.num_clusters is 5"):
+        objectives.build_model({**hparams, "hubert": {**hparams["hubert"], "num_clusters": 5}})
+    with pytest.raises(HparamsError, match="does not exist: fit it first"):
+        objectives.build_model({**hparams, "hubert": {**hparams["hubert"], "kmeans_file": "missing.ckpt"}})
+    torch.save(Wav2Vec2Model(config).state_dict(), tmp_path / "teacher.ckpt")
+    with pytest.raises(HparamsError, match="teacher_layer must say which layer"):
+        objectives.build_model({**hparams, "hubert": {**hparams["hubert"],
+                                                      "teacher_encoder": str(tmp_path / "teacher.ckpt")}})
