@@ -25,7 +25,7 @@ from typing import Optional
 import torch
 from torch import nn
 
-from speechkit.features.filterbanks import _with_deltas, fbank, mfcc
+from speechkit.features.filterbanks import deltas, fbank, mfcc
 from speechkit.features.normalization import utterance_normalize
 from speechkit.models.wav2vec2.config import Wav2Vec2Config
 from speechkit.models.wav2vec2.kmeans import MiniBatchKMeans
@@ -65,7 +65,9 @@ def aligned_frames(features: torch.Tensor, lengths: torch.Tensor, config: Wav2Ve
 def mfcc_frames(wav: torch.Tensor, lengths: torch.Tensor, config: Wav2Vec2Config, n_mfcc: int = 13) -> tuple:
     """``(batch, frames, 3 * n_mfcc)`` MFCCs with deltas and delta-deltas, aligned (see the module doc)."""
     coeffs, stft_lengths = mfcc(wav, lengths, n_mfcc=n_mfcc, n_mels=40, **_framing(config))
-    return aligned_frames(_with_deltas(coeffs, stft_lengths, 2), lengths, config)
+    first = deltas(coeffs, stft_lengths)
+    features = torch.cat([coeffs, first, deltas(first, stft_lengths)], dim=-1)
+    return aligned_frames(features, lengths, config)
 
 
 def fbank_frames(wav: torch.Tensor, lengths: torch.Tensor, config: Wav2Vec2Config, n_mels: int = 80) -> tuple:
