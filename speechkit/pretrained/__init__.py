@@ -27,6 +27,8 @@ _LAZY = {
     "Wav2Vec2Features": "speechkit.pretrained.wav2vec2_features",
     "Vocoder": "speechkit.pretrained.vocoder",
     "load_wav2vec2": "speechkit.pretrained.huggingface_wav2vec2",
+    "load_encoder": "speechkit.pretrained.huggingface_encoders",
+    "export_encoder": "speechkit.pretrained.huggingface_encoders",
     "export_wav2vec2": "speechkit.pretrained.huggingface_wav2vec2",
 }
 

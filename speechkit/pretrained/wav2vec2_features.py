@@ -50,7 +50,9 @@ class Wav2Vec2Features(Pretrained):
     @classmethod
     def from_huggingface(cls, source, savedir=None, run_opts=None, revision: Optional[str] = None,
                          allow_network: bool = True, cache_dir=None) -> Wav2Vec2Features:
-        """Features of a transformers-format wav2vec 2.0 folder (local, Hub repo id or URL).
+        """Features of a transformers-format folder (local, Hub repo id or URL) of any of the four families:
+        wav2vec 2.0, HuBERT, WavLM or data2vec-audio, as its ``config.json``'s ``model_type`` says.
+        ``layer=None`` then gives the transformers model's ``last_hidden_state``.
 
         Waveforms are normalized when the folder's ``preprocessor_config.json`` says ``do_normalize``
         (or has no such file), as transformers' feature extractor does.
@@ -60,10 +62,10 @@ class Wav2Vec2Features(Pretrained):
             check_preprocessor_config,
             read_json_config,
         )
-        from speechkit.pretrained.huggingface_wav2vec2 import load_wav2vec2
+        from speechkit.pretrained.huggingface_encoders import load_encoder
 
         options = dict(revision=revision, allow_network=allow_network, cache_dir=cache_dir)
-        model, _ = load_wav2vec2(source, savedir, **options)
+        model, _, _ = load_encoder(source, savedir, **options)
         normalize, rate = True, 16000
         try:
             strategy = "symlink" if savedir is not None else "in_place"

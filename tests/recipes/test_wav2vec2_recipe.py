@@ -15,6 +15,7 @@ import soundfile
 import torch
 
 import speechkit
+from tests.helpers.scripts import load_script
 from tests.recipes.recipe_helpers import run_script
 
 RECIPE = Path(__file__).resolve().parents[2] / "recipes" / "SynthSpeech" / "wav2vec2"
@@ -168,7 +169,9 @@ def test_two_gloo_workers_make_the_update_of_one_process_with_the_same_global_ba
     os.chdir(recipe)
     try:
         changes = {f"config.{name}": value for name, value in NO_DROPOUT.items()}
-        initial = speechkit.load_hparams("hparams/pretrain.yaml", changes)["wav2vec2"].state_dict()
+        objectives = load_script(recipe / "objectives.py", "wav2vec2_objectives_copy", search_path=recipe)
+        hparams = speechkit.load_hparams("hparams/pretrain.yaml", changes)
+        initial = objectives.build_model(hparams).state_dict()
     finally:
         os.chdir(cwd)
     one, two = final_weights(recipe / "results" / "one"), final_weights(recipe / "results" / "two")
@@ -183,16 +186,21 @@ def test_two_gloo_workers_make_the_update_of_one_process_with_the_same_global_ba
     assert moved > len(one) // 2, "the update did not move the weights: nothing was compared"
 
 
-def test_finetuning_starts_from_a_transformers_folder_with_the_recipe_masking(tmp_path):
+@pytest.mark.parametrize("family", ["wav2vec2", "hubert", "wavlm", "data2vec-audio"])
+def test_finetuning_starts_from_a_transformers_folder_with_the_recipe_masking(tmp_path, family):
     from speechkit.models.wav2vec2 import Wav2Vec2Config, Wav2Vec2Model, Wav2Vec2Pretraining
-    from speechkit.pretrained import export_wav2vec2
-    from tests.helpers.scripts import load_script
+    from speechkit.pretrained import export_encoder
 
     finetune = load_script(RECIPE / "finetune.py", "wav2vec2_finetune_recipe", search_path=RECIPE)
     sizes = dict(conv_channels=(16,) * 7, d_model=16, num_layers=1, num_heads=2, ffn_dim=16,
                  pos_conv_kernel=4, pos_conv_groups=2, codebook_entries=4, codevector_dim=8, final_dim=8)
-    published = Wav2Vec2Pretraining(Wav2Vec2Config(**sizes, mask_prob=0.05))
-    export_wav2vec2(published, tmp_path / "hf")
+    layout = {"wavlm": dict(relative_position_buckets=16, relative_position_max_distance=40),
+              "data2vec-audio": dict(pos_conv_layers=2, feature_norm="layer")}.get(family, {})
+    published = Wav2Vec2Pretraining(Wav2Vec2Config(**sizes, **layout, mask_prob=0.05))
+    if family != "wav2vec2":
+        published = published.wav2vec2  # the encoder alone: transformers has no pretraining model for these
+    export_encoder(published, tmp_path / "hf", family)
+    published = getattr(published, "wav2vec2", published)
     recipe_config = Wav2Vec2Config(mask_prob=0.4, mask_length=5, mask_channel_prob=0.2, mask_channel_length=4)
     encoder = finetune.build_encoder({"encoder": None, "huggingface_encoder": str(tmp_path / "hf"),
                                       "save_folder": str(tmp_path / "save"), "config": recipe_config,
@@ -200,5 +208,99 @@ def test_finetuning_starts_from_a_transformers_folder_with_the_recipe_masking(tm
     assert isinstance(encoder, Wav2Vec2Model) and encoder.config.d_model == 16
     assert (encoder.config.mask_prob, encoder.config.mask_channel_length) == (0.4, 4)
     assert not any(p.requires_grad for p in encoder.feature_encoder.parameters())
-    for name, tensor in published.wav2vec2.state_dict().items():
+    for name, tensor in published.state_dict().items():
         assert torch.equal(encoder.state_dict()[name], tensor), name
+
+
+def speaker_corpus(folder: Path) -> Path:
+    """The tiny corpus with three speakers in its training manifest (for the probe's speaker split)."""
+    from tests.recipes.recipe_helpers import write_corpus
+
+    write_corpus(folder)
+    manifest = json.loads((folder / "train.json").read_text())
+    for index, key in enumerate(sorted(manifest)):
+        manifest[key]["spk"] = "abc"[index % 3]
+    (folder / "train.json").write_text(json.dumps(manifest))
+    return folder
+
+
+@pytest.mark.slow
+def test_hubert_and_bestrq_pretrain_end_to_end_with_resumable_kmeans_and_a_probe_table(tmp_path):
+    data = speaker_corpus(tmp_path / "data")
+    recipe = copy_recipe(tmp_path)
+    common = ["hparams/pretrain.yaml", "--data_folder", str(data), *options(TINY_MODEL),
+              "--hubert.num_clusters", "8", "--bestrq.codebook_size", "16", "--kmeans_batch", "8",
+              "--kmeans_utterances", "20"]
+    # k-means: one pass, then the same command with two passes resumes after the first; equal to a fresh
+    # two-pass fit, bit for bit.
+    run_script(recipe / "kmeans.py", [*common, "--kmeans_passes", "1", "--output_folder", "results/km"])
+    resumed = run_script(recipe / "kmeans.py", [*common, "--kmeans_passes", "2", "--output_folder",
+                                                "results/km"])
+    assert "resuming the k-means fit at pass 1, batch 0" in resumed.stdout + resumed.stderr
+    resumed_centroids = torch.load(recipe / "results/kmeans/1234/kmeans.ckpt", weights_only=True)["centroids"]
+    run_script(recipe / "kmeans.py", [*common, "--kmeans_passes", "2", "--output_folder", "results/km2",
+                                      "--hubert.kmeans_file", "results/fresh.ckpt"])
+    fresh = torch.load(recipe / "results/fresh.ckpt", weights_only=True)["centroids"]
+    assert torch.equal(resumed_centroids, fresh)
+    short = ["--number_of_epochs", "1", "--max_tokens", "48000", "--global_batch_seconds", "6",
+             "--log_interval_steps", "1"]
+    figures = {"hubert": "target_perplexity", "bestrq": "target_perplexity"}
+    for objective, figure in figures.items():
+        run_script(recipe / "pretrain.py", [*common, *short, "--objective", objective, "--output_folder",
+                                            f"results/{objective}"])
+        log = (recipe / "results" / objective / "train_log.txt").read_text()
+        assert "| prediction: " in log and f"| {figure}: " in log and "update: 1 | lr: " in log, log
+    # The second HuBERT iteration clusters a layer of the first model.
+    second = ["--hubert.teacher_encoder", "results/hubert/encoder.ckpt", "--hubert.teacher_layer", "1",
+              "--hubert.kmeans_file", "results/iter2.ckpt", "--hubert.num_clusters", "6"]
+    run_script(recipe / "kmeans.py", [*common, *second, "--output_folder", "results/km-iter2"])
+    assert torch.load(recipe / "results/iter2.ckpt", weights_only=True)["centroids"].shape == (6, 32)
+    run_script(recipe / "pretrain.py", [*common, *short, *second, "--objective", "hubert",
+                                        "--output_folder", "results/hubert2"])
+    # Every objective saves the same encoder layout: the probe (and finetune.py) read each.
+    layouts = [sorted(torch.load(recipe / "results" / name / "encoder.ckpt", weights_only=True))
+               for name in ("hubert", "bestrq", "hubert2")]
+    assert layouts[0] == layouts[1] == layouts[2]
+    encoder_keys = ("num_layers", "d_model", "num_heads", "ffn_dim", "conv_channels", "pos_conv_kernel",
+                    "pos_conv_groups")
+    sizes = {name: value for name, value in TINY_MODEL.items() if name in encoder_keys}
+    done = run_script(recipe / "probe.py", [
+        "hparams/probe.yaml", "--data_folder", str(data), *options(sizes)[3:], "--probe_steps", "5",
+        "--sources.wav2vec2", "null", "--sources.hubert", "results/hubert2/encoder.ckpt",
+        "--sources.bestrq", "results/bestrq/encoder.ckpt"])
+    table = [line for line in done.stdout.splitlines() if line.startswith("| ")]
+    names = [line.split("|")[1].strip() for line in table[2:]]
+    assert names == ["filterbanks", "random_init", "random_init", "hubert", "hubert", "bestrq", "bestrq"]
+    assert (recipe / "results" / "probe" / "1234" / "probe.md").read_text().strip() == "\n".join(table)
+
+
+def test_objectives_refuse_what_they_cannot_build(tmp_path):
+    from speechkit.errors import HparamsError
+    from speechkit.models.wav2vec2 import (
+        BestRqPretraining,
+        HubertPretraining,
+        MiniBatchKMeans,
+        Wav2Vec2Config,
+        Wav2Vec2Model,
+    )
+
+    objectives = load_script(RECIPE / "objectives.py", "wav2vec2_objectives", search_path=RECIPE)
+    config = Wav2Vec2Config(**TINY_MODEL)
+    kmeans = MiniBatchKMeans(4, 39)
+    kmeans.partial_fit(torch.randn(8, 39))
+    torch.save(kmeans.state_dict(), tmp_path / "kmeans.ckpt")
+    hparams = {"config": config, "objective": "hubert", "bestrq": {"codebook_size": 8, "n_mels": 20},
+               "hubert": {"num_clusters": 4, "kmeans_file": str(tmp_path / "kmeans.ckpt"),
+                          "teacher_encoder": None, "teacher_layer": None}}
+    assert isinstance(objectives.build_model(hparams), HubertPretraining)
+    assert isinstance(objectives.build_model({**hparams, "objective": "bestrq"}), BestRqPretraining)
+    with pytest.raises(HparamsError, match="must be one of wav2vec2, hubert, bestrq, got 'data2vec'"):
+        objectives.build_model({**hparams, "objective": "data2vec"})
+    with pytest.raises(HparamsError, match="holds 4 clusters, hubert.num_clusters is 5"):
+        objectives.build_model({**hparams, "hubert": {**hparams["hubert"], "num_clusters": 5}})
+    with pytest.raises(HparamsError, match="does not exist: fit it first"):
+        objectives.build_model({**hparams, "hubert": {**hparams["hubert"], "kmeans_file": "missing.ckpt"}})
+    torch.save(Wav2Vec2Model(config).state_dict(), tmp_path / "teacher.ckpt")
+    with pytest.raises(HparamsError, match="teacher_layer must say which layer"):
+        objectives.build_model({**hparams, "hubert": {**hparams["hubert"],
+                                                      "teacher_encoder": str(tmp_path / "teacher.ckpt")}})

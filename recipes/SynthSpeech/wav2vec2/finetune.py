@@ -1,8 +1,12 @@
 #!/usr/bin/env python3
-"""Fine-tune a wav2vec 2.0 encoder with a CTC head on a few labelled utterances.
+"""Fine-tune a pretrained encoder with a CTC head on a few labelled utterances: pretrain.py's encoder of
+any objective (wav2vec 2.0, HuBERT, BEST-RQ: the same layout), or a published wav2vec 2.0, HuBERT, WavLM or
+data2vec-audio checkpoint in the transformers format.
 
 Run (from this folder):
     python finetune.py hparams/finetune.yaml                                    # from pretrain.py's encoder
+    python finetune.py hparams/finetune.yaml --pretrained_encoder results/pretrain/hubert/encoder.ckpt \
+        --output_folder results/finetune/hubert
     python finetune.py hparams/finetune.yaml --pretrained_encoder null --output_folder results/scratch
     python finetune.py hparams/finetune.yaml --huggingface_encoder facebook/wav2vec2-base  # a published one
 
@@ -22,7 +26,7 @@ from speechkit.data import DynamicItemDataset, provides, read_audio, takes
 from speechkit.decoding import Lexicon, ctc_greedy_decode, ctc_prefix_beam_search
 from speechkit.metrics import ErrorRateStats
 from speechkit.nn.losses import ctc_loss
-from speechkit.pretrained.huggingface_wav2vec2 import load_wav2vec2
+from speechkit.pretrained.huggingface_encoders import load_encoder
 from speechkit.pretrained.loading import load_into, load_weights
 from speechkit.recipe import fit_and_evaluate, sibling_module, start
 from speechkit.stage import Stage
@@ -74,10 +78,11 @@ class CTCFineTuning(speechkit.Brain):
 
 def build_encoder(hparams: dict):
     """The YAML's encoder with pretrain.py's weights (``pretrained_encoder``), or a transformers folder's
-    encoder (``huggingface_encoder``) with the YAML's fine-tuning masking; random with neither."""
+    encoder (``huggingface_encoder``: wav2vec2, hubert, wavlm or data2vec-audio) with the YAML's fine-tuning
+    masking; random with neither."""
     encoder = hparams["encoder"]
     if hparams["huggingface_encoder"]:
-        loaded, _ = load_wav2vec2(hparams["huggingface_encoder"], hparams["save_folder"] + "/huggingface")
+        loaded, _, _ = load_encoder(hparams["huggingface_encoder"], hparams["save_folder"] + "/huggingface")
         encoder = getattr(loaded, "wav2vec2", loaded)
         masking = {name: getattr(hparams["config"], name) for name in (
             "mask_prob", "mask_length", "mask_channel_prob", "mask_channel_length")}

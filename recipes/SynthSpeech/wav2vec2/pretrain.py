@@ -1,15 +1,25 @@
 #!/usr/bin/env python3
-"""Pretrain wav2vec 2.0 on the corpus's audio alone (no transcripts): masked frames pick their quantized
-target among distractors from the same utterance.
+"""Pretrain a wav2vec 2.0-style encoder on the corpus's audio alone (no transcripts), with one of three
+objectives (``objective`` in the YAML, see objectives.py):
+
+- ``wav2vec2``: masked frames pick their quantized target among distractors from the same utterance;
+- ``hubert``: masked frames predict the k-means cluster of their MFCCs (fit the k-means first with
+  kmeans.py), or of a layer of a first HuBERT model (the second iteration);
+- ``bestrq``: masked frames predict the code a frozen random projection gives their filterbanks.
 
 Run (from this folder):
     python pretrain.py hparams/pretrain.yaml                      # builds the corpus on first use
-    python pretrain.py hparams/pretrain.yaml --precision bf16
+    python kmeans.py hparams/pretrain.yaml --objective hubert      # HuBERT's targets, then:
+    python pretrain.py hparams/pretrain.yaml --objective hubert --output_folder results/pretrain/hubert
+    python pretrain.py hparams/pretrain.yaml --objective bestrq --output_folder results/pretrain/bestrq
     torchrun --nproc_per_node=2 pretrain.py hparams/pretrain.yaml  # same global batch (accumulation: auto)
 
-Each stage logs the contrastive loss and accuracy, the diversity loss, the feature penalty, the code
-perplexities and the Gumbel temperature, and so does every log_interval_steps updates of training (for the
-curves of a run of one epoch or less); checkpoints are also saved within epochs (ckpt_interval_minutes).
+Each stage logs the objective's figures (wav2vec 2.0: contrastive loss and accuracy, diversity loss, feature
+penalty, code perplexities, Gumbel temperature; HuBERT and BEST-RQ: cross-entropy and accuracy on masked
+frames, feature penalty, target perplexity), and so does every log_interval_steps updates of training (for
+the curves of a run of one epoch or less); checkpoints are also saved within epochs (ckpt_interval_minutes).
+The encoder alone is saved at the end (encoder_file), the same layout for the three: finetune.py and
+probe.py read any of them.
 """
 from __future__ import annotations
 
@@ -20,10 +30,12 @@ import torch
 import speechkit
 from speechkit.data import DynamicItemDataset, provides, read_audio, takes
 from speechkit.engine.progress import format_value
-from speechkit.models.wav2vec2 import PretrainingMonitor, batch_generator
+from speechkit.experiment import seed_everything
+from speechkit.models.wav2vec2 import batch_generator
 from speechkit.recipe import sibling_module, start
 
 prepare = sibling_module(__file__, "prepare")  # links to ../ASR/prepare.py: the same corpus
+objectives = sibling_module(__file__, "objectives")
 
 
 class Wav2Vec2Pretrainer(speechkit.Brain):
@@ -41,25 +53,25 @@ class Wav2Vec2Pretrainer(speechkit.Brain):
 
     def optimizer_step(self):
         super().optimizer_step()
-        self.raw_modules.wav2vec2.set_num_updates(self.optimizer_steps)  # anneal the Gumbel temperature
+        if hasattr(self.raw_modules.wav2vec2, "set_num_updates"):  # wav2vec 2.0: anneal the temperature
+            self.raw_modules.wav2vec2.set_num_updates(self.optimizer_steps)
         interval = self.hparams.log_interval_steps
         if interval and self.optimizer_steps % interval == 0:  # every process: summarize is a collective
             update = self.optimizer_steps
             figures = self.monitor.summarize(stage=f"update {update}", since=self.interval_start)
-            self.interval_start = dict(self.monitor.sums)
+            self.interval_start = self.monitor.snapshot()
             lr = self.optimizer.param_groups[0]["lr"]
             self.train_log.write(" | ".join([f"update: {update}", f"lr: {lr:.4g}"] + [
                 f"{name}: {format_value(value)}" for name, value in figures.items()]))
 
     def on_fit_start(self):
         super().on_fit_start()
-        self.raw_modules.wav2vec2.set_num_updates(self.optimizer_steps)  # also after a recovery
+        if hasattr(self.raw_modules.wav2vec2, "set_num_updates"):
+            self.raw_modules.wav2vec2.set_num_updates(self.optimizer_steps)  # also after a recovery
 
     def on_stage_start(self, stage, epoch=None):
-        config = self.raw_modules.wav2vec2.config
-        self.monitor = PretrainingMonitor(config.codebook_groups, config.codebook_entries,
-                                          self.hparams.collapse_fraction)
-        self.interval_start = dict(self.monitor.sums)  # the sums when the current log interval began
+        self.monitor = objectives.build_monitor(self.raw_modules.wav2vec2, self.hparams.collapse_fraction)
+        self.interval_start = self.monitor.snapshot()  # the sums when the current log interval began
 
     def on_stage_end(self, stage, stage_loss, epoch=None):
         return self.monitor.summarize(stage=stage.name.lower())
@@ -88,8 +100,10 @@ def dataio_prepare(hparams: dict, manifests: dict) -> dict:
 def main(argv):
     run = start(argv, prepare=prepare.prepare_manifests)  # builds the corpus once; the others wait
     hparams = run.hparams
+    # Seeded again as the YAML was, so the weights are those of load_hparams + build_model anywhere.
+    seed_everything(hparams["seed"])
+    modules = {"wav2vec2": objectives.build_model(hparams)}
     datasets = dataio_prepare(hparams, run.manifests)
-    modules = {"wav2vec2": hparams["wav2vec2"]}
     checkpointer = speechkit.Checkpointer(hparams["save_folder"],
                                           {**modules, "counter": hparams["epoch_counter"]})
     # The LR schedule is the YAML's lr_scheduler (Brain reads it from hparams).

@@ -1,4 +1,6 @@
-"""wav2vec 2.0: self-supervised speech encoder, its quantizer, masking and contrastive objective.
+"""wav2vec 2.0's encoder and three self-supervised objectives on it: wav2vec 2.0 (contrastive, learned
+quantizer), HuBERT (masked prediction of k-means clusters) and BEST-RQ (masked prediction of a frozen
+random-projection quantizer's codes); k-means, and the encoders of HuBERT, WavLM and data2vec-audio.
 
 Example:
     >>> import torch
@@ -8,9 +10,17 @@ Example:
     >>> out.output.shape
     torch.Size([1, 49, 256])
 """
+from speechkit.models.wav2vec2.bestrq import RandomProjectionQuantizer
 from speechkit.models.wav2vec2.config import PRESETS, Wav2Vec2Config
 from speechkit.models.wav2vec2.context import ContextEncoder
 from speechkit.models.wav2vec2.feature_encoder import FeatureEncoder, WaveformNormalization
+from speechkit.models.wav2vec2.kmeans import MiniBatchKMeans
+from speechkit.models.wav2vec2.masked_prediction import (
+    BestRqPretraining,
+    HubertPretraining,
+    MaskedPredictionOutput,
+    masked_cross_entropy,
+)
 from speechkit.models.wav2vec2.masking import batch_generator, channel_mask, sample_negatives, span_mask
 from speechkit.models.wav2vec2.model import (
     EncoderOutput,
@@ -19,11 +29,22 @@ from speechkit.models.wav2vec2.model import (
     Wav2Vec2Pretraining,
     contrastive_logits,
 )
-from speechkit.models.wav2vec2.monitor import PretrainingMonitor
+from speechkit.models.wav2vec2.monitor import MaskedPredictionMonitor, PretrainingMonitor
 from speechkit.models.wav2vec2.quantizer import GumbelQuantizer, GumbelTemperature, diversity_loss, perplexity
+from speechkit.models.wav2vec2.targets import ClusterTargets, fbank_frames, mfcc_frames
 
 __all__ = [
     "PRESETS",
+    "BestRqPretraining",
+    "ClusterTargets",
+    "HubertPretraining",
+    "MaskedPredictionMonitor",
+    "MaskedPredictionOutput",
+    "MiniBatchKMeans",
+    "RandomProjectionQuantizer",
+    "fbank_frames",
+    "masked_cross_entropy",
+    "mfcc_frames",
     "ContextEncoder",
     "EncoderOutput",
     "FeatureEncoder",

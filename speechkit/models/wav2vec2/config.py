@@ -25,6 +25,14 @@ class Wav2Vec2Config:
     ``mask_prob`` of the frames. Quantizer: ``codebook_groups`` codebooks of ``codebook_entries`` vectors,
     concatenated to ``codevector_dim``; both contexts and targets are projected to ``final_dim`` for the
     contrastive loss.
+
+    Encoder variants of the other published families (read from and written to their ``transformers``
+    folders, see :mod:`speechkit.models.wav2vec2.huggingface`): ``feature_projection_norm`` False leaves out
+    the LayerNorm before the projection (some HuBERT checkpoints); ``pos_conv_layers`` > 0 replaces the
+    weight-normalized positional convolution by that many plain convolutions of kernel ``pos_conv_kernel``,
+    each followed by a LayerNorm without affine parameters (data2vec-audio); ``relative_position_buckets``
+    > 0 adds WavLM's gated relative position bias to every attention (buckets of relative distance up to
+    ``relative_position_max_distance`` frames, shared by the layers, gated per head by each layer's input).
     """
 
     conv_channels: tuple = (512,) * 7
@@ -60,6 +68,10 @@ class Wav2Vec2Config:
     diversity_weight: float = 0.1
     feature_penalty_weight: float = 10.0
     gumbel_temperature: tuple = field(default=(2.0, 0.5, 0.999995))
+    feature_projection_norm: bool = True
+    pos_conv_layers: int = 0
+    relative_position_buckets: int = 0
+    relative_position_max_distance: int = 800
 
     def __post_init__(self) -> None:
         self.conv_channels = tuple(self.conv_channels)
@@ -82,6 +94,15 @@ class Wav2Vec2Config:
         if self.d_model % self.pos_conv_groups:
             raise HparamsError(f"wav2vec 2.0: d_model {self.d_model} is not divisible by pos_conv_groups "
                                f"{self.pos_conv_groups}")
+        if self.pos_conv_layers < 0 or self.relative_position_buckets < 0:
+            raise HparamsError("wav2vec 2.0: pos_conv_layers and relative_position_buckets must be >= 0, got "
+                               f"{self.pos_conv_layers}, {self.relative_position_buckets}")
+        if self.relative_position_buckets and (self.relative_position_buckets < 4
+                                               or self.relative_position_max_distance
+                                               <= self.relative_position_buckets // 4):
+            raise HparamsError("wav2vec 2.0: relative_position_buckets needs at least 4 buckets and "
+                               "relative_position_max_distance above a quarter of them, got "
+                               f"{self.relative_position_buckets}, {self.relative_position_max_distance}")
         if len(self.gumbel_temperature) != 3:
             raise HparamsError("wav2vec 2.0: gumbel_temperature is (start, end, decay per update), got "
                                f"{self.gumbel_temperature}")

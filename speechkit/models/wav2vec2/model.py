@@ -62,14 +62,17 @@ class Wav2Vec2Model(nn.Module):
         self.config = config
         self.feature_encoder = FeatureEncoder(config.conv_channels, config.conv_kernels, config.conv_strides,
                                               config.feature_norm, config.conv_bias)
-        self.feature_norm = nn.LayerNorm(config.conv_channels[-1], eps=config.layer_norm_eps)
+        self.feature_norm = (nn.LayerNorm(config.conv_channels[-1], eps=config.layer_norm_eps)
+                             if config.feature_projection_norm else nn.Identity())
         self.projection = nn.Linear(config.conv_channels[-1], config.d_model)
         self.feature_dropout = nn.Dropout(config.feature_dropout)
         self.masked_embedding = nn.Parameter(torch.empty(config.d_model).uniform_())
         self.encoder = ContextEncoder(config.d_model, config.num_layers, config.num_heads, config.ffn_dim,
                                       config.pos_conv_kernel, config.pos_conv_groups, config.dropout,
                                       config.attention_dropout, config.activation_dropout,
-                                      config.layer_norm_first, config.layer_drop, config.layer_norm_eps)
+                                      config.layer_norm_first, config.layer_drop, config.layer_norm_eps,
+                                      config.pos_conv_layers, config.relative_position_buckets,
+                                      config.relative_position_max_distance)
         self._initialize()
 
     def _initialize(self) -> None:

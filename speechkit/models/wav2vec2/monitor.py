@@ -18,6 +18,8 @@ from __future__ import annotations
 import logging
 from typing import Callable, Optional
 
+import torch
+
 from speechkit.metrics.gather import all_gather_object
 
 logger = logging.getLogger(__name__)
@@ -42,6 +44,10 @@ class PretrainingMonitor:
     def reset(self) -> None:
         self.sums = dict.fromkeys(_SUMMED, 0.0)
         self.temperature: Optional[float] = None
+
+    def snapshot(self) -> dict:
+        """The sums so far, for :meth:`summarize`'s ``since``."""
+        return dict(self.sums)
 
     def update(self, out) -> None:
         """Add one batch's :class:`~speechkit.models.wav2vec2.PretrainingOutput`."""
@@ -86,3 +92,69 @@ class PretrainingMonitor:
                 "few codes (raise diversity_weight, lower the learning rate, or check the input audio)",
                 stage, summary["code_perplexity"], 100 * self.collapse_fraction, self.codebook_size)
         return summary
+
+
+_MASKED_SUMMED = ("prediction", "masked", "correct", "feature_penalty", "batches")
+
+
+class MaskedPredictionMonitor:
+    """Per-stage sums of a HuBERT or BEST-RQ run (:class:`~speechkit.models.wav2vec2.masked_prediction.
+    MaskedPredictionOutput`): cross-entropy per masked frame, accuracy, feature penalty, and the perplexity
+    of the targets (``exp`` of the entropy of how often each class is a target over the valid frames: the
+    number of classes the targets really use; few means little to learn, e.g. a k-means with empty
+    clusters or a quantizer fed silent audio, which is logged as a warning below ``collapse_fraction``).
+
+    Example:
+        >>> MaskedPredictionMonitor(num_classes=100).summarize()["accuracy"]
+        0.0
+    """
+
+    def __init__(self, num_classes: int, collapse_fraction: float = 0.1):
+        self.num_classes, self.collapse_fraction = num_classes, collapse_fraction
+        self.reset()
+
+    def reset(self) -> None:
+        self.sums = dict.fromkeys(_MASKED_SUMMED, 0.0)
+        self.target_counts = [0] * self.num_classes
+
+    def update(self, out) -> None:
+        self.sums["prediction"] += float(out.prediction_loss.detach())
+        self.sums["masked"] += float(out.count.detach())
+        self.sums["correct"] += float(out.correct.detach())
+        self.sums["feature_penalty"] += float(out.feature_penalty.detach())
+        self.sums["batches"] += 1
+        targets = out.targets[out.targets >= 0].flatten().cpu()
+        for index, count in enumerate(torch.bincount(targets, minlength=self.num_classes).tolist()):
+            self.target_counts[index] += count
+
+    def summarize(self, gather: Callable = all_gather_object, stage: str = "train",
+                  since: Optional[dict] = None) -> dict:
+        """The stage's figures over every process (a collective when several run).
+
+        ``since``: an earlier ``{"sums": ..., "target_counts": ...}`` (:meth:`snapshot`); the figures are
+        then those of the batches added after it."""
+        since = since or {}
+        base_sums, base_counts = since.get("sums", {}), since.get("target_counts", [0] * self.num_classes)
+        own = ({name: self.sums[name] - base_sums.get(name, 0.0) for name in _MASKED_SUMMED},
+               [now - before for now, before in zip(self.target_counts, base_counts)])
+        total, counts = dict.fromkeys(_MASKED_SUMMED, 0.0), [0] * self.num_classes
+        for sums, histogram in gather(own):
+            for name in _MASKED_SUMMED:
+                total[name] += sums[name]
+            counts = [a + b for a, b in zip(counts, histogram)]
+        masked, batches = max(total["masked"], 1.0), max(total["batches"], 1.0)
+        frequencies = torch.tensor(counts, dtype=torch.float64)
+        frequencies = frequencies / frequencies.sum().clamp(min=1)
+        target_perplexity = float(torch.exp(-torch.xlogy(frequencies, frequencies).sum()))
+        summary = {"prediction": total["prediction"] / masked, "accuracy": total["correct"] / masked,
+                   "feature_penalty": total["feature_penalty"] / batches,
+                   "target_perplexity": target_perplexity}
+        if total["batches"] and target_perplexity < self.collapse_fraction * self.num_classes:
+            logger.warning("%s: the targets use %.1f of %d classes (below %.0f%%): little to predict "
+                           "(check the k-means fit or the input audio)", stage, target_perplexity,
+                           self.num_classes, 100 * self.collapse_fraction)
+        return summary
+
+    def snapshot(self) -> dict:
+        """The sums so far, for :meth:`summarize`'s ``since``."""
+        return {"sums": dict(self.sums), "target_counts": list(self.target_counts)}
