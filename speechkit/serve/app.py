@@ -19,7 +19,7 @@ import numpy as np
 import soundfile
 import torch
 from fastapi import FastAPI, Request, WebSocket
-from fastapi.responses import FileResponse, JSONResponse, Response
+from fastapi.responses import HTMLResponse, JSONResponse, Response
 from starlette.datastructures import UploadFile
 from starlette.formparsers import MultiPartParser
 from starlette.websockets import WebSocketDisconnect
@@ -96,7 +96,8 @@ def create_app(models: dict, limits: ServeLimits, token: Optional[str] = None, a
     async def health():
         """Liveness, the models served, and the open streams and waiting requests (to watch load)."""
         return {"status": "ok", "models": list(models), "open_streams": streams["open"],
-                "queued": {name: b.queued() for name, b in batchers.items()}}
+                "queued": {name: b.queued() for name, b in batchers.items()},
+                "running": {name: b.running for name, b in batchers.items()}}
 
     @app.get("/v1/models")
     async def list_models():
@@ -188,16 +189,11 @@ def create_app(models: dict, limits: ServeLimits, token: Optional[str] = None, a
         finally:
             streams["open"] -= 1
 
+    page_html = _page()
+
     @app.get("/", include_in_schema=False)
     async def page():
-        return FileResponse(STATIC / "index.html", media_type="text/html")
-
-    @app.get("/static/{filename}", include_in_schema=False)
-    async def static(filename: str):
-        path = STATIC / filename
-        if "/" in filename or filename.startswith(".") or not path.is_file():
-            raise RequestError(404, f"no static file {filename!r}")
-        return FileResponse(path)
+        return HTMLResponse(page_html)
 
     return RequestLog(AccessControl(app, token=token, allowed_origins=allowed_origins))
 
@@ -233,6 +229,13 @@ async def read_upload(request: Request, limits: ServeLimits) -> tuple:
     if not files:
         raise RequestError(400, "the multipart body has no file part; send the audio as a file field")
     return await files[0].read(), files[0].filename or "upload"
+
+
+def _page() -> str:
+    """The web page, its script inlined: one request, so a page opened with ``?token=`` needs no other."""
+    script = (STATIC / "app.js").read_text()
+    return (STATIC / "index.html").read_text().replace('<script src="static/app.js"></script>',
+                                                        f"<script>\n{script}</script>")
 
 
 def _mel_input(model: ServedModel, data: bytes, name: str, limits: ServeLimits) -> torch.Tensor:

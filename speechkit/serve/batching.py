@@ -71,6 +71,7 @@ class Batcher:
         self._task: Optional[asyncio.Task] = None
         self._executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix=f"model-{name}")
         self.batches = 0  # forward passes run (for logs and tests)
+        self.running = 0  # requests in the forward pass now
 
     def start(self) -> None:
         """Start the worker on the running event loop."""
@@ -94,6 +95,13 @@ class Batcher:
     def queued(self) -> int:
         """Requests waiting for a batch."""
         return (self._queue.qsize() if self._queue is not None else 0) + (self._carry is not None)
+
+    def _run_counted(self, items: list) -> list:
+        self.running = len(items)
+        try:
+            return self._run(items)
+        finally:
+            self.running = 0
 
     async def submit(self, item: Any) -> BatchResult:
         """Queue one input and wait for its output. A caller that is cancelled (its client went away)
@@ -142,7 +150,7 @@ class Batcher:
                 continue
             started = time.perf_counter()
             try:
-                outputs = await loop.run_in_executor(self._executor, self._run, [p.item for p in batch])
+                outputs = await loop.run_in_executor(self._executor, self._run_counted, [p.item for p in batch])
             except Exception as error:  # noqa: BLE001 (handed to the callers below)
                 outputs = None
                 failure = error
@@ -165,7 +173,7 @@ class Batcher:
     async def _answer_alone(self, loop, pending: _Pending) -> None:
         started = time.perf_counter()
         try:
-            output = (await loop.run_in_executor(self._executor, self._run, [pending.item]))[0]
+            output = (await loop.run_in_executor(self._executor, self._run_counted, [pending.item]))[0]
         except Exception as error:  # noqa: BLE001
             if not pending.future.done():
                 pending.future.set_exception(error)

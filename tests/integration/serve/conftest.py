@@ -1,0 +1,29 @@
+"""Model folders and a running ``speechkit serve`` shared by the serve tests of one module."""
+from __future__ import annotations
+
+import pytest
+
+from tests.helpers import job_models
+from tests.helpers.serve import ServerProcess, write_raising_model
+
+pytest.importorskip("fastapi", reason="speechkit serve needs the 'serve' extra (fastapi, uvicorn)")
+pytest.importorskip("websockets", reason="the serve tests' WebSocket client needs 'websockets'")
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory):
+    root = tmp_path_factory.mktemp("serve-models")
+    return {"asr": job_models.write_model(root / "asr"),
+            "sep": job_models.write_separation_model(root / "sep"),
+            "voc": job_models.write_vocoder_model(root / "voc"),
+            "broken": write_raising_model(root / "broken"),
+            "slow": job_models.write_model(root / "slow", seconds_per_batch=1.5)}
+
+
+@pytest.fixture(scope="module")
+def server(folders):
+    """One server with every kind of model and small limits (1 MB requests, 10 s of audio)."""
+    args = [f"{name}={folders[name]}" for name in ("asr", "sep", "voc", "broken")]
+    with ServerProcess(args + ["--max-request-mb", "1", "--max-audio-seconds", "10", "--max-wait-ms", "50",
+                               "--partial-every-s", "0.2"]) as process:
+        yield process
