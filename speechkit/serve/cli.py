@@ -14,6 +14,7 @@ import argparse
 import ipaddress
 import logging
 import pathlib
+import signal
 import sys
 
 from speechkit.errors import RunOptionsError
@@ -122,6 +123,10 @@ def run(args: argparse.Namespace) -> int:
                             timeout_graceful_shutdown=args.shutdown_timeout_s, lifespan="on")
     described = ", ".join(f"{name} ({model.kind})" for name, model in models.items())
     server = announcing_server(config, described)
+    # uvicorn raises the signal again once it has shut down gracefully; with these handlers in place that
+    # second delivery only asks the (stopped) server to stop, so a SIGTERM ends in exit status 0.
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, server.handle_exit)
     server.run()
     return 0 if server.started else 1
 

@@ -22,8 +22,9 @@ def folders(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def server(folders):
-    """One server with every kind of model and small limits (1 MB requests, 10 s of audio)."""
+    """One server with every kind of model and small limits (1 MB requests, 10 s of audio, streams
+    closed after 3 s of silence)."""
     args = [f"{name}={folders[name]}" for name in ("asr", "sep", "voc", "broken")]
     with ServerProcess(args + ["--max-request-mb", "1", "--max-audio-seconds", "10", "--max-wait-ms", "50",
-                               "--partial-every-s", "0.2"]) as process:
+                               "--partial-every-s", "0.2", "--stream-idle-s", "3"]) as process:
         yield process

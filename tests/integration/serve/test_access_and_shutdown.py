@@ -12,7 +12,7 @@ import sys
 import numpy as np
 import pytest
 import soundfile
-from websockets.exceptions import InvalidStatus
+from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import connect
 
 from tests.helpers.processes import clean_env
@@ -76,7 +76,7 @@ def test_every_websocket_needs_the_token(guarded):
 def test_cross_origin_requests_are_refused_unless_named(guarded):
     auth = {"Authorization": f"Bearer {TOKEN}"}
     status, answer = request_json(guarded.url + "/health", headers={**auth, "Origin": "http://evil.example"})
-    assert status == 403 and "origin 'http://evil.example' is not allowed" in answer["error"]
+    assert status == 403 and "origin 'http://evil.example' are not allowed" in answer["error"]
     with pytest.raises(InvalidStatus) as refused:
         connect(f"{guarded.ws_url}/v1/models/asr/stream?token={TOKEN}", open_timeout=30,
                 origin="http://evil.example")
@@ -107,6 +107,19 @@ def test_sigterm_finishes_the_requests_in_flight(folders):
     assert code == 0, process.output
     assert [r[0] for r in results] == [200, 200] and [r[1]["text"] for r in results] == ["bad", "cafe"]
     assert "Shutting down" in process.output
+
+
+def test_sigterm_closes_open_streams_and_exits_0(folders):
+    with ServerProcess([f"asr={folders['asr']}"]) as process:
+        with connect(f"{process.ws_url}/v1/models/asr/stream", open_timeout=30) as socket:
+            socket.send(tiny_asr.synthesize("bad").numpy().astype("<f4").tobytes())
+            wait_until(lambda: request_json(process.url + "/health")[1]["open_streams"] == 1,
+                       what="one open stream", output=lambda: process.output)
+            code = process.stop(signal.SIGTERM)
+            with pytest.raises(ConnectionClosed) as closed:
+                socket.recv(timeout=30)
+    assert code == 0, process.output
+    assert closed.value.rcvd.code == 1012  # "service restart": the client may reconnect later
 
 
 def test_a_full_queue_answers_503_at_once(folders):

@@ -101,3 +101,11 @@ def test_a_client_that_disconnects_mid_stream_frees_its_state(server):
         socket.close_socket()  # gone without a closing handshake, as a crashed client or a lost network
     wait_until(lambda: request_json(server.url + "/health")[1]["open_streams"] == 0, what="the stream freed",
                output=lambda: server.output)
+
+
+def test_a_silent_stream_is_closed(server):
+    with connect(f"{server.ws_url}/v1/models/asr/stream", open_timeout=30) as socket:
+        answer = json.loads(socket.recv(timeout=30))
+        assert answer == {"type": "error", "message": "nothing received for 3 s (--stream-idle-s)"}
+        with pytest.raises(ConnectionClosed):
+            socket.recv(timeout=30)
