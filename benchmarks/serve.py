@@ -2,7 +2,8 @@
 request at a time, for 1, 8 and 32 concurrent clients on 127.0.0.1.
 
 Two servers run side by side on the same randomly initialised speechkit ASR model folder (Fbank,
-Transformer encoder, CTC head; the model of benchmarks/infer.py): one batching (``--max-batch-items 32`` by default),
+Transformer encoder, CTC head; the model of benchmarks/infer.py): one batching (``--max-batch-items 32`` by
+default),
 one serving one request at a time (``--max-batch-items 1``). Each client sends ``--requests`` 2-second clips
 (16-bit WAV) one after the other over a kept-alive connection; a client stops early when the run passes
 ``--time-limit-s`` (what it did not send is reported). For each number of clients the two servers are
@@ -44,8 +45,8 @@ def parse_args(argv):
     parser.add_argument("--clients", default="1,8,32", help="Comma-separated numbers of concurrent clients.")
     parser.add_argument("--requests", type=int, default=8, help="Requests each client sends.")
     parser.add_argument("--clip-seconds", type=float, default=2.0)
-    parser.add_argument("--threads", type=int, default=1, help="Torch threads of each server (1 leaves a core "
-                        "to the event loop and the clients on a 2-core machine).")
+    parser.add_argument("--threads", type=int, default=1, help="Torch threads of each server (1 leaves a "
+                        "core to the event loop and the clients on a 2-core machine).")
     parser.add_argument("--max-batch-items", type=int, default=32, help="The batching server's batch size.")
     parser.add_argument("--d-model", type=int, default=96)
     parser.add_argument("--layers", type=int, default=2)
@@ -166,7 +167,8 @@ def main(argv=None) -> dict:
     for clients in counts:
         for name in servers:
             r = results[name][clients]
-            print(f"| {name} | {clients} | {r['answered']}/{r['planned']} | {r['rps']:.2f} | {r['p50_s']:.3f} | "
+            print(f"| {name} | {clients} | {r['answered']}/{r['planned']} | {r['rps']:.2f} | "
+                  f"{r['p50_s']:.3f} | "
                   f"{r['p99_s']:.3f} | {r['errors']} |")
     top = max(counts)
     speedup = results["batched"][top]["rps"] / max(results["one-at-a-time"][top]["rps"], 1e-9)

@@ -10,7 +10,7 @@ and WebSocket handshake before any route runs (pure ASGI middleware, so both kin
   from opening a stream.
 
 Example:
-    >>> app = AccessControl(inner_app, token="s3cret", allowed_origins=["https://app.example"])  # doctest: +SKIP
+    >>> app = AccessControl(inner, token="s3cret", allowed_origins=["https://app.example"])  # doctest: +SKIP
 """
 from __future__ import annotations
 
@@ -36,8 +36,8 @@ class AccessControl:
         cross = origin is not None and not _same_origin(origin, headers.get("host", ""))
         if cross and origin.rstrip("/") not in self.allowed_origins:
             return await _refuse(scope, receive, send, 403,
-                                 f"requests from origin {origin!r} are not allowed (serve with --allow-origin "
-                                 f"{origin} to allow them)")
+                                 f"requests from origin {origin!r} are not allowed (serve with "
+                                 f"--allow-origin {origin} to allow them)")
         if scope["type"] == "http" and scope["method"] == "OPTIONS" and cross:
             return await _preflight(send, origin)  # carries no credentials by design
         if self.token is not None and not self._authorized(scope, headers):

@@ -157,8 +157,8 @@ def create_app(models: dict, limits: ServeLimits, token: Optional[str] = None, a
         async def transcribe_now(wav: torch.Tensor) -> dict:
             return (await run(model, wav)).output
 
-        session = StreamSession(recognizer_factory(model.interface, transcribe_now, limits), model.sample_rate,
-                                limits)
+        make_recognizer = recognizer_factory(model.interface, transcribe_now, limits)
+        session = StreamSession(make_recognizer, model.sample_rate, limits)
         await websocket.accept()
         streams["open"] += 1
         try:
@@ -174,8 +174,8 @@ def create_app(models: dict, limits: ServeLimits, token: Optional[str] = None, a
                     await websocket.send_json(reply)
             await websocket.close(1000)
         except RequestError as error:
-            await _close_with(websocket, {"type": "error", "message": error.message, "request_id": request_id},
-                              1009 if error.status == 413 else 1007)
+            await _close_with(websocket, {"type": "error", "message": error.message,
+                                          "request_id": request_id}, 1009 if error.status == 413 else 1007)
         except asyncio.TimeoutError:
             await _close_with(websocket, {"type": "error", "message": f"nothing received for "
                                           f"{limits.stream_idle_s:g} s (--stream-idle-s)"}, 1000)

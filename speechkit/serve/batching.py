@@ -150,7 +150,8 @@ class Batcher:
                 continue
             started = time.perf_counter()
             try:
-                outputs = await loop.run_in_executor(self._executor, self._run_counted, [p.item for p in batch])
+                items = [p.item for p in batch]
+                outputs = await loop.run_in_executor(self._executor, self._run_counted, items)
             except Exception as error:  # noqa: BLE001 (handed to the callers below)
                 outputs = None
                 failure = error

@@ -24,16 +24,16 @@ MIN_TOKEN_CHARS = 16
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("models", nargs="+", metavar="MODEL",
-                        help="Model folder (local path, Hub repo id or http(s) URL), served under its folder's "
-                             "name, or NAME=SOURCE to choose the name.")
+                        help="Model folder (local path, Hub repo id or http(s) URL), served under its "
+                             "folder's name, or NAME=SOURCE to choose the name.")
     parser.add_argument("--host", default="127.0.0.1", help="Address to bind (default: 127.0.0.1; any "
                         "non-loopback address requires --token-file).")
     parser.add_argument("--port", type=int, default=8000, help="Port (default: 8000; 0 picks a free one).")
     parser.add_argument("--token-file", default=None, help="File holding the token every request must carry "
                         f"(Authorization: Bearer TOKEN); at least {MIN_TOKEN_CHARS} characters.")
     parser.add_argument("--allow-origin", action="append", default=[], metavar="ORIGIN",
-                        help="An origin (scheme://host[:port]) whose pages may call this server (repeatable); "
-                             "other sites' pages are refused.")
+                        help="An origin (scheme://host[:port]) whose pages may call this server "
+                             "(repeatable); other sites' pages are refused.")
     parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N (default: cpu).")
     parser.add_argument("--threads", type=int, default=None, help="Torch threads (default: torch's choice).")
     parser.add_argument("--max-request-mb", type=float, default=20.0, help="Largest request body in MB.")
@@ -76,7 +76,8 @@ def read_token(path, host: str):
     if path is None:
         if not is_loopback(host):
             raise RunOptionsError(f"--host {host} serves beyond this machine: give --token-file FILE (a "
-                                  f"secret of at least {MIN_TOKEN_CHARS} characters every request must carry)")
+                                  f"secret of at least {MIN_TOKEN_CHARS} characters every request must "
+                                  "carry)")
         return None
     try:
         token = pathlib.Path(path).read_text().strip()
@@ -106,7 +107,8 @@ def run(args: argparse.Namespace) -> int:
     token = read_token(args.token_file, args.host)
     try:
         limits = ServeLimits(max_request_bytes=int(args.max_request_mb * 1e6),
-                             max_audio_seconds=args.max_audio_seconds, max_batch_seconds=args.max_batch_seconds,
+                             max_audio_seconds=args.max_audio_seconds,
+                             max_batch_seconds=args.max_batch_seconds,
                              max_batch_items=args.max_batch_items, max_wait_ms=args.max_wait_ms,
                              queue_size=args.queue_size, partial_every_s=args.partial_every_s,
                              stream_idle_s=args.stream_idle_s)

@@ -38,4 +38,5 @@ class ServeLimits:
     def __post_init__(self):
         for field in dataclasses.fields(self):
             if getattr(self, field.name) <= 0:
-                raise ValueError(f"serve limit {field.name} must be positive, got {getattr(self, field.name)}")
+                value = getattr(self, field.name)
+                raise ValueError(f"serve limit {field.name} must be positive, got {value}")

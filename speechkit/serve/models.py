@@ -91,7 +91,8 @@ class ServedModel:
 
     def batch_function(self) -> Callable[[list], list]:
         """The function the batcher calls: a list of inputs -> a list of outputs, one per input, each
-        computed from a zero-padded batch with absolute lengths (batch-invariant, docs/design.md contract 2)."""
+        computed from a zero-padded batch with absolute lengths (batch-invariant, docs/design.md,
+        contract 2)."""
         return {"asr": self._transcribe, "separation": self._separate, "vocoder": self._generate}[self.kind]
 
     def _transcribe(self, wavs: list) -> list:

@@ -47,5 +47,5 @@ class RequestLog:
         try:
             await self.app(scope, receive, send_with_id)
         finally:
-            logger.info("request %s %s %s -> %s in %.1f ms", request_id, method, scope["path"], status["code"],
-                        (time.perf_counter() - started) * 1000)
+            logger.info("request %s %s %s -> %s in %.1f ms", request_id, method, scope["path"],
+                        status["code"], (time.perf_counter() - started) * 1000)

@@ -47,7 +47,7 @@ class ServerProcess:
     def output(self) -> str:
         return "".join(self.lines)
 
-    def start(self) -> "ServerProcess":
+    def start(self) -> ServerProcess:
         command = [sys.executable, "-m", "speechkit", "serve", *self.args]
         if "--port" not in self.args:
             command += ["--port", "0"]
@@ -82,7 +82,8 @@ class ServerProcess:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait(10)
-            raise AssertionError(f"the server did not stop within {timeout_s} s of {sig}:\n{self.output}")
+            raise AssertionError(f"the server did not stop within {timeout_s} s of {sig}:\n"
+                                 f"{self.output}") from None
 
     def __enter__(self):
         return self.start()
@@ -95,8 +96,8 @@ class ServerProcess:
         return "ws" + self.url[len("http"):]
 
 
-def request(url: str, data: Optional[bytes] = None, headers: Optional[dict] = None, method: Optional[str] = None,
-            timeout_s: float = 60.0) -> tuple:
+def request(url: str, data: Optional[bytes] = None, headers: Optional[dict] = None,
+            method: Optional[str] = None, timeout_s: float = 60.0) -> tuple:
     """``(status, headers, body bytes)`` of one HTTP request; 4xx/5xx are returned, not raised."""
     req = urllib.request.Request(url, data=data, headers=headers or {}, method=method)
     try:
@@ -115,7 +116,8 @@ def multipart(field: str, filename: str, data: bytes) -> tuple:
     """``(body, content type)`` of a multipart/form-data upload of one file."""
     boundary = "testboundary7d3f"
     body = (f'--{boundary}\r\nContent-Disposition: form-data; name="{field}"; filename="{filename}"\r\n'
-            f"Content-Type: application/octet-stream\r\n\r\n").encode() + data + f"\r\n--{boundary}--\r\n".encode()
+            f"Content-Type: application/octet-stream\r\n\r\n").encode()
+    body += data + f"\r\n--{boundary}--\r\n".encode()
     return body, f"multipart/form-data; boundary={boundary}"
 
 
@@ -131,7 +133,7 @@ class RaisingToneEncoder(job_models.SlowToneEncoder):
 
     def forward(self, wavs: torch.Tensor, lengths: torch.Tensor):
         if bool((wavs.abs() > 0.9).any()):
-            raise ValueError("a sample louder than 0.9 (the test's marker of a request that breaks the model)")
+            raise ValueError("a sample louder than 0.9 (the test's mark of a request that breaks the model)")
         return super().forward(wavs, lengths)
 
 

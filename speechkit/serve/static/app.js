@@ -8,6 +8,36 @@ const token = new URLSearchParams(location.search).get("token");
 const authHeaders = token ? { Authorization: "Bearer " + token } : {};
 const DRAW_RATE = 16000; // uploads are decoded at this rate for drawing
 let models = [];
+// Collects the microphone's samples on the audio thread and posts them in chunks of 4096.
+const TAP_WORKLET = `
+class Tap extends AudioWorkletProcessor {
+  constructor() {
+    super();
+    this.buffer = new Float32Array(4096);
+    this.filled = 0;
+    this.port.onmessage = () => { // "flush": the recording stops, send what is left
+      this.port.postMessage(this.buffer.slice(0, this.filled));
+      this.filled = 0;
+      this.port.postMessage("flushed");
+    };
+  }
+  process(inputs) {
+    const channel = inputs[0] && inputs[0][0];
+    if (channel) {
+      for (let i = 0; i < channel.length; i++) {
+        this.buffer[this.filled++] = channel[i];
+        if (this.filled === this.buffer.length) {
+          this.port.postMessage(this.buffer);
+          this.buffer = new Float32Array(4096);
+          this.filled = 0;
+        }
+      }
+    }
+    return true;
+  }
+}
+registerProcessor("tap", Tap);
+`;
 let recording = null; // {context, stream, node, socket, chunks}
 
 function status(text, isError = false) {
@@ -227,7 +257,10 @@ async function startRecording() {
   }
   const context = new AudioContext();
   const source = context.createMediaStreamSource(stream);
-  const node = context.createScriptProcessor(4096, 1, 1);
+  // The samples are taken on the audio thread (an AudioWorklet) and queued to this page as messages, so a
+  // busy page (drawing, a slow machine) delays chunks but never drops or repeats one.
+  await context.audioWorklet.addModule(URL.createObjectURL(new Blob([TAP_WORKLET], { type: "text/javascript" })));
+  const node = new AudioWorkletNode(context, "tap", { numberOfOutputs: 1 });
   const scheme = location.protocol === "https:" ? "wss:" : "ws:";
   const base = location.pathname.replace(/[^/]*$/, "");
   const query = token ? "?token=" + encodeURIComponent(token) : "";
@@ -237,6 +270,7 @@ async function startRecording() {
   setTranscript("", "partial");
   socket.onopen = () => {
     socket.send(JSON.stringify({ type: "start", sample_rate: context.sampleRate }));
+    for (const chunk of recording.chunks) socket.send(chunk.buffer); // taken while the socket opened
     recording.open = true;
     status(`recording at ${context.sampleRate} Hz...`);
   };
@@ -252,18 +286,31 @@ async function startRecording() {
     if (event.code !== 1000) status(`stream closed (${event.code}) ${event.reason}`, event.code !== 1000);
     stopAudio();
   };
-  node.onaudioprocess = (event) => {
-    if (!recording || !recording.open) return;
-    const chunk = new Float32Array(event.inputBuffer.getChannelData(0));
+  node.port.onmessage = (event) => {
+    if (event.data === "flushed") {
+      if (recording && recording.onflushed) recording.onflushed();
+      return;
+    }
+    if (!recording) return;
+    const chunk = event.data;
     recording.chunks.push(chunk);
     recording.length += chunk.length;
-    socket.send(chunk.buffer);
-    if (recording.chunks.length % 4 === 0) drawInput(joined(recording.chunks, recording.length), context.sampleRate);
+    if (recording.open) socket.send(chunk.buffer);
+    drawLive(recording, context.sampleRate);
   };
   source.connect(node);
   node.connect(context.destination);
   $("record").disabled = true;
   $("stop").disabled = false;
+}
+
+function drawLive(r, rate) {
+  // While recording: the waveform of everything so far, at most twice a second (the spectrogram comes at the
+  // end, its cost would grow with the recording).
+  const now = performance.now();
+  if (r.drawnAt && now - r.drawnAt < 500) return;
+  r.drawnAt = now;
+  drawWaveform($("waveform"), joined(r.chunks, r.length));
 }
 
 function joined(chunks, length) {
@@ -290,8 +337,14 @@ function stopAudio() {
   return r;
 }
 
-function stopRecording() {
-  const socket = recording && recording.socket;
+async function stopRecording() {
+  if (!recording) return;
+  const socket = recording.socket;
+  $("stop").disabled = true;
+  await new Promise((resolve) => { // the samples still in the audio thread first
+    recording.onflushed = resolve;
+    recording.node.port.postMessage("flush");
+  });
   stopAudio();
   if (socket && socket.readyState === WebSocket.OPEN) {
     socket.send(JSON.stringify({ type: "end" }));
@@ -302,5 +355,5 @@ function stopRecording() {
 $("model").addEventListener("change", modelChanged);
 $("send").addEventListener("click", () => sendFile().catch((e) => status(String(e), true)));
 $("record").addEventListener("click", () => startRecording().catch((e) => status(String(e), true)));
-$("stop").addEventListener("click", stopRecording);
+$("stop").addEventListener("click", () => stopRecording().catch((e) => status(String(e), true)));
 loadModels().catch((e) => status(String(e), true));

@@ -45,7 +45,8 @@ def test_another_address_without_a_token_is_refused(folders):
     done = subprocess.run([sys.executable, "-m", "speechkit", "serve", str(folders["asr"]), "--host",
                            "0.0.0.0", "--port", "0"], capture_output=True, text=True, env=clean_env(),
                           timeout=120)
-    assert done.returncode == 1 and "--host 0.0.0.0 serves beyond this machine: give --token-file" in done.stderr
+    assert done.returncode == 1
+    assert "--host 0.0.0.0 serves beyond this machine: give --token-file" in done.stderr
 
 
 def test_every_http_request_needs_the_token(guarded):

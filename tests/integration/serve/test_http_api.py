@@ -108,7 +108,8 @@ def test_a_model_that_raises_gives_500_with_the_request_id_in_the_log(server):
                what="the failure's log line", output=lambda: server.output)
     log = server.output[server.output.index(f"request {request_id}: model"):]
     assert "Traceback" in log and "louder than 0.9" in log
-    assert transcribe(server, wav_bytes(tiny_asr.synthesize("bead"), 16000), model="broken")[1]["text"] == "bead"
+    good = wav_bytes(tiny_asr.synthesize("bead"), 16000)
+    assert transcribe(server, good, model="broken")[1]["text"] == "bead"
 
 
 def test_separate_as_zip_and_multipart(server):
@@ -153,7 +154,8 @@ def test_batched_answers_equal_answers_alone(server):
         status, headers, body = request(server.url + "/v1/models/sep/separate", wav_bytes(mixture, 8000))
         assert status == 200
         with zipfile.ZipFile(io.BytesIO(body)) as archive:
-            waves = [soundfile.read(io.BytesIO(archive.read(n)), dtype="int16")[0] for n in archive.namelist()]
+            waves = [soundfile.read(io.BytesIO(archive.read(n)), dtype="int16")[0]
+                     for n in archive.namelist()]
         return int(headers["x-batch-items"]), np.stack(waves)
 
     alone = [separate(m) for m in mixtures]
