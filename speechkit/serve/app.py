@@ -22,6 +22,7 @@ from fastapi import FastAPI, Request, WebSocket
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from starlette.datastructures import UploadFile
 from starlette.formparsers import MultiPartParser
+from starlette.requests import ClientDisconnect
 from starlette.websockets import WebSocketDisconnect
 
 from speechkit.serve.access import AccessControl
@@ -209,11 +210,14 @@ async def read_upload(request: Request, limits: ServeLimits) -> tuple:
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise too_big
     chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise too_big
-        chunks.append(chunk)
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise too_big
+            chunks.append(chunk)
+    except ClientDisconnect:  # gone mid-upload: nobody to answer, nothing kept
+        raise RequestError(400, "the client disconnected before the upload was complete") from None
     body = b"".join(chunks)
     if not request.headers.get("content-type", "").startswith("multipart/form-data"):
         return body, "upload"

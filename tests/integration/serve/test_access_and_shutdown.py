@@ -3,11 +3,14 @@ stops (SIGTERM lets the requests in flight finish) or says it is busy (503)."""
 from __future__ import annotations
 
 import concurrent.futures
+import functools
+import http.server
 import io
 import json
 import signal
 import subprocess
 import sys
+import threading
 
 import numpy as np
 import pytest
@@ -133,3 +136,32 @@ def test_a_full_queue_answers_503_at_once(folders):
     busy = next(answer for status, answer in results if status == 503)
     assert "requests waiting (--queue-size)" in busy["error"]
     assert np.all([a["text"] == "bad" for s, a in results if s == 200])
+
+
+class QuietFiles(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+def test_a_remote_model_folder_is_vetted_by_the_allowlist(folders, tmp_path):
+    """A folder served from a URL goes through the same YAML allowlist as ``from_hparams``: refused at
+    start-up until the caller allows its classes by name."""
+    files = http.server.ThreadingHTTPServer(("127.0.0.1", 0),
+                                            functools.partial(QuietFiles, directory=str(folders["asr"])))
+    threading.Thread(target=files.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{files.server_address[1]}"
+    env = {"SPEECHKIT_CACHE": str(tmp_path / "cache"), "NO_PROXY": "127.0.0.1,localhost",
+           "no_proxy": "127.0.0.1,localhost"}
+    try:
+        refused = subprocess.run([sys.executable, "-m", "speechkit", "serve", f"asr={url}", "--port", "0"],
+                                 capture_output=True, text=True, env=clean_env(**env), timeout=120)
+        assert refused.returncode == 1, refused.stdout + refused.stderr
+        assert "tests.helpers.job_models.SlowToneEncoder" in refused.stderr, refused.stderr
+        allowed = ["--allow", "tests.helpers.job_models.SlowToneEncoder", "--allow",
+                   "tests.integration.pretrained.tiny_asr.CharTokenizer"]
+        with ServerProcess([f"asr={url}", *allowed], env=env) as process:
+            status, answer = request_json(process.url + "/v1/models/asr/transcribe", speech("fade"))
+        assert status == 200 and answer["text"] == "fade"
+    finally:
+        files.shutdown()
+        files.server_close()
