@@ -31,10 +31,10 @@ def transcribe(server, data: bytes, model: str = "asr", **options) -> tuple:
 
 def test_health_and_models(server):
     status, health = request_json(server.url + "/health")
-    assert status == 200 and health["models"] == ["asr", "sep", "voc", "broken"]
+    assert status == 200 and health["models"] == ["asr", "sep", "voc", "broken", "ctc"]
     status, listing = request_json(server.url + "/v1/models")
     kinds = {m["name"]: m["kind"] for m in listing["models"]}
-    assert kinds == {"asr": "asr", "sep": "separation", "voc": "vocoder", "broken": "asr"}
+    assert kinds == {"asr": "asr", "sep": "separation", "voc": "vocoder", "broken": "asr", "ctc": "asr"}
     sep = next(m for m in listing["models"] if m["name"] == "sep")
     assert sep["num_speakers"] == 2 and sep["sample_rate"] == 8000
     status, _, body = request(server.url + "/openapi.json")
@@ -165,6 +165,25 @@ def test_batched_answers_equal_answers_alone(server):
     assert max(items for items, _ in together) > 1, "the concurrent requests were never batched"
     for (_, single), (_, batched) in zip(alone, together):
         assert np.abs(single.astype(int) - batched.astype(int)).max() <= 1  # 16-bit rounding of equal floats
+
+
+def test_batched_transcripts_equal_transcripts_alone(server):
+    """The same for a Transformer-CTC recognizer, whose attention would mix padding into an item's answer if
+    its lengths were ignored: clips of different lengths, alone and together, get the same tokens."""
+    rng = np.random.default_rng(3)
+    clips = [wav_bytes(0.1 * rng.standard_normal(int(n)), 16000) for n in rng.integers(4000, 24000, 8)]
+
+    def tokens(data):
+        status, answer = transcribe(server, data, model="ctc")
+        assert status == 200, answer
+        return answer["timings"]["batch_items"], answer["tokens"]
+
+    alone = [tokens(c) for c in clips]
+    with concurrent.futures.ThreadPoolExecutor(len(clips)) as pool:
+        together = list(pool.map(tokens, clips))
+    assert max(items for items, _ in together) > 1, "the concurrent requests were never batched"
+    assert [t for _, t in together] == [t for _, t in alone]
+    assert any(len(t) > 0 for _, t in alone)  # random weights still say something to compare
 
 
 def test_bad_requests_mixed_with_good_ones_under_load(server):
