@@ -201,19 +201,22 @@ def create_app(models: dict, limits: ServeLimits, token: Optional[str] = None, a
 
 async def read_upload(request: Request, limits: ServeLimits) -> tuple:
     """The uploaded file's bytes and name: the raw body, or the first file part of a multipart body.
-    Refuses (413) a body over ``max_request_bytes`` before reading it when its length is declared, else as
+    Refuses (413) a body over ``max_request_bytes``: before reading it when its length is declared, else as
     soon as it passes the limit."""
     declared = request.headers.get("content-length")
     limit = limits.max_request_bytes
     too_big = RequestError(413, f"the request is larger than the limit of {limit / 1e6:.1f} MB "
                                 "(--max-request-mb)")
+    stream = request.stream()
     if declared is not None and declared.isdigit() and int(declared) > limit:
+        await _discard(request, stream, limit)
         raise too_big
     chunks, size = [], 0
     try:
-        async for chunk in request.stream():
+        async for chunk in stream:
             size += len(chunk)
             if size > limit:
+                await _discard(request, stream, limit)
                 raise too_big
             chunks.append(chunk)
     except ClientDisconnect:  # gone mid-upload: nobody to answer, nothing kept
@@ -233,6 +236,25 @@ async def read_upload(request: Request, limits: ServeLimits) -> tuple:
     if not files:
         raise RequestError(400, "the multipart body has no file part; send the audio as a file field")
     return await files[0].read(), files[0].filename or "upload"
+
+
+async def _discard(request: Request, stream, limit: int) -> None:
+    """Read and drop what a client still sends of a body that is refused for its size (up to 4 times the
+    limit), so that a client which sends its whole body before reading the answer gets the 413 rather than a
+    broken connection. A client that asked ``Expect: 100-continue`` is answered at once: it waits for us."""
+    if request.headers.get("expect", "").lower() == "100-continue":
+        return
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > 4 * limit:
+        return
+    dropped = 0
+    try:
+        async for chunk in stream:
+            dropped += len(chunk)
+            if dropped > 4 * limit:
+                return
+    except ClientDisconnect:
+        return
 
 
 def _page() -> str:

@@ -90,6 +90,7 @@ def read_token(path, host: str):
 
 
 def run(args: argparse.Namespace) -> int:
+    token = read_token(args.token_file, args.host)  # before the slow imports: a refusal comes at once
     try:
         import uvicorn
 
@@ -104,7 +105,6 @@ def run(args: argparse.Namespace) -> int:
 
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    token = read_token(args.token_file, args.host)
     try:
         limits = ServeLimits(max_request_bytes=int(args.max_request_mb * 1e6),
                              max_audio_seconds=args.max_audio_seconds,

@@ -22,6 +22,8 @@ from tests.helpers.processes import clean_env
 from tests.helpers.serve import ServerProcess, request, request_json, wait_until
 from tests.integration.pretrained import tiny_asr
 
+pytestmark = pytest.mark.slow  # a server process each (seconds to start)
+
 TOKEN = "t0ken-for-the-serve-tests-3f9a"
 
 
@@ -40,8 +42,8 @@ def guarded(folders, tmp_path_factory):
         yield process
 
 
-def test_binds_loopback_by_default(server):
-    assert server.url.startswith("http://127.0.0.1:")
+def test_binds_loopback_by_default(guarded):
+    assert guarded.url.startswith("http://127.0.0.1:")
 
 
 def test_another_address_without_a_token_is_refused(folders):
@@ -95,35 +97,28 @@ def test_cross_origin_requests_are_refused_unless_named(guarded):
     assert request(guarded.url + "/health", headers={**auth, "Origin": same_origin})[0] == 200
 
 
-def test_sigterm_finishes_the_requests_in_flight(folders):
+def test_sigterm_finishes_the_requests_in_flight_closes_streams_and_exits_0(folders):
     with ServerProcess([f"slow={folders['slow']}"]) as process:
-        with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        with connect(f"{process.ws_url}/v1/models/slow/stream", open_timeout=30) as socket, \
+                concurrent.futures.ThreadPoolExecutor(2) as pool:
+            socket.send(np.zeros(800, dtype="<f4").tobytes())  # too short for a partial: the stream idles
             answers = [pool.submit(request_json, f"{process.url}/v1/models/slow/transcribe", speech(text))
                        for text in ("bad", "cafe")]
 
-            def both_arrived():
+            def all_arrived():
                 health = request_json(process.url + "/health")[1]
-                return health["queued"]["slow"] + health["running"]["slow"] == 2
+                return health["queued"]["slow"] + health["running"]["slow"] == 2 and health["open_streams"]
 
-            wait_until(both_arrived, what="both requests in the server", output=lambda: process.output)
+            wait_until(all_arrived, what="both requests and the stream in the server",
+                       output=lambda: process.output)
             code = process.stop(signal.SIGTERM)
             results = [future.result(timeout=60) for future in answers]
-    assert code == 0, process.output
-    assert [r[0] for r in results] == [200, 200] and [r[1]["text"] for r in results] == ["bad", "cafe"]
-    assert "Shutting down" in process.output
-
-
-def test_sigterm_closes_open_streams_and_exits_0(folders):
-    with ServerProcess([f"asr={folders['asr']}"]) as process:
-        with connect(f"{process.ws_url}/v1/models/asr/stream", open_timeout=30) as socket:
-            socket.send(tiny_asr.synthesize("bad").numpy().astype("<f4").tobytes())
-            wait_until(lambda: request_json(process.url + "/health")[1]["open_streams"] == 1,
-                       what="one open stream", output=lambda: process.output)
-            code = process.stop(signal.SIGTERM)
             with pytest.raises(ConnectionClosed) as closed:
                 socket.recv(timeout=30)
     assert code == 0, process.output
+    assert [r[0] for r in results] == [200, 200] and [r[1]["text"] for r in results] == ["bad", "cafe"]
     assert closed.value.rcvd.code == 1012  # "service restart": the client may reconnect later
+    assert "Shutting down" in process.output
 
 
 def test_a_full_queue_answers_503_at_once(folders):

@@ -18,6 +18,8 @@ from tests.helpers import job_models
 from tests.helpers.serve import multipart, request, request_json, synthesize_held, wait_until
 from tests.integration.pretrained import tiny_asr
 
+pytestmark = pytest.mark.slow  # a server process each (seconds to start)
+
 
 def wav_bytes(waveform, rate: int, subtype: str = "PCM_16") -> bytes:
     buffer = io.BytesIO()
@@ -70,6 +72,7 @@ def test_other_rates_formats_and_channels_are_converted(server):
     ("not audio", 415, "not an audio file"),
     ("no samples", 400, "no audio samples"),
     ("too large", 413, "larger than the limit"),
+    ("too large, length not declared", 413, "larger than the limit"),
     ("too long", 413, "the limit is 10 s"),
     ("unknown model", 404, "no model named 'nope'"),
     ("wrong kind", 400, "is a separation model"),
@@ -84,6 +87,9 @@ def test_bad_input_gets_a_clear_4xx(server, case, status, words):
             "too large": b"\0" * 1_100_000,
             "too long": wav_bytes(np.zeros(11 * 8000), 8000),
             "non-finite": wav_bytes(np.array([0.1, np.nan, 0.2] * 100), 16000, subtype="FLOAT")}.get(case)
+    if case == "too large, length not declared":  # chunked: refused once 1 MB has come
+        data = iter([b"\0" * 65536] * 17)
+        headers = {"Content-Type": "application/octet-stream", "Transfer-Encoding": "chunked"}
     if case == "unknown model":
         model, data = "nope", wav_bytes(tiny_asr.synthesize("a"), 16000)
     if case == "wrong kind":

@@ -16,6 +16,8 @@ from speechkit.data import audio
 from tests.helpers.serve import request_json, synthesize_held, wait_until
 from tests.integration.pretrained import tiny_asr
 
+pytestmark = pytest.mark.slow  # a server process each (seconds to start)
+
 
 def offline(server, waveform, rate: int) -> str:
     buffer = io.BytesIO()
