@@ -7,11 +7,13 @@ default),
 one serving one request at a time (``--max-batch-items 1``). Each client sends ``--requests`` 2-second clips
 (16-bit WAV) one after the other over a kept-alive connection; a client stops early when the run passes
 ``--time-limit-s`` (what it did not send is reported). For each number of clients the two servers are
-measured one after the other, in the same run. The table gives requests per second (answered / wall time),
-p50 and p99 latency, and errors (any answer but 200, which must be 0).
+measured in turns, ``--repeats`` times, in the same run, and the table keeps each server's best measurement
+(on a shared machine, the one least slowed by other work; a measurement with errors always wins, so errors
+are never hidden). It gives requests per second (answered / wall time), p50 and p99 latency, and errors
+(any answer but 200, which must be 0).
 
 Usage:
-    python benchmarks/serve.py [--clients 1,8,32] [--requests 8] [--threads 2] [--d-model 96] [--layers 2]
+    python benchmarks/serve.py [--clients 1,8,32] [--requests 8] [--repeats 3] [--threads 1] [--d-model 96]
 
 Nothing here is asserted in the tests; the numbers depend on the machine and its load.
 """
@@ -51,6 +53,8 @@ def parse_args(argv):
     parser.add_argument("--d-model", type=int, default=96)
     parser.add_argument("--layers", type=int, default=2)
     parser.add_argument("--max-wait-ms", type=float, default=10.0, help="The batching server's wait.")
+    parser.add_argument("--repeats", type=int, default=3, help="Measurements of each setting, the two "
+                        "servers taking turns; the table shows each one's best (least disturbed by other load).")
     parser.add_argument("--time-limit-s", type=float, default=120.0,
                         help="Per measurement: clients send nothing new after this.")
     return parser.parse_args(argv)
@@ -154,14 +158,19 @@ def main(argv=None) -> dict:
                 run_load(server.url, 2, 2, clips, args.time_limit_s)
             results = {name: {} for name in servers}
             for clients in counts:
-                for name, server in servers.items():
-                    results[name][clients] = run_load(server.url, clients, args.requests, clips,
-                                                      args.time_limit_s)
+                for _ in range(args.repeats):
+                    for name, server in servers.items():
+                        run = run_load(server.url, clients, args.requests, clips, args.time_limit_s)
+                        best = results[name].get(clients)
+                        if best is None or run["errors"] > best["errors"] or (
+                                run["errors"] == best["errors"] and run["rps"] > best["rps"]):
+                            results[name][clients] = run  # errors are never hidden by a faster run
         finally:
             for server in servers.values():
                 server.stop()
     print(f"\nspeechkit serve: {args.clip_seconds:g} s clips, Transformer d_model={args.d_model} "
-          f"layers={args.layers}, {args.threads} torch thread(s) per server, {os.cpu_count()} CPUs\n")
+          f"layers={args.layers}, {args.threads} torch thread(s) per server, batches of up to "
+          f"{args.max_batch_items}, best of {args.repeats}, {os.cpu_count()} CPUs\n")
     print("| serving | clients | answered/planned | requests/s | p50 (s) | p99 (s) | errors |")
     print("|---|---|---|---|---|---|---|")
     for clients in counts:

@@ -12,6 +12,7 @@ import contextlib
 import io
 import logging
 import pathlib
+import uuid
 import zipfile
 from typing import Optional
 
@@ -312,7 +313,7 @@ def _zip(files: dict) -> bytes:
 
 
 def _multipart(files: dict) -> tuple:
-    boundary = "speechkit-" + __import__("uuid").uuid4().hex
+    boundary = "speechkit-" + uuid.uuid4().hex
     parts = []
     for name, data in files.items():
         stem = name.rsplit(".", 1)[0]

@@ -16,7 +16,7 @@ def test_serve_benchmark_runs(capsys):
     pytest.importorskip("fastapi", reason="speechkit serve needs the 'serve' extra")
     benchmark = load_script(REPO / "benchmarks" / "serve.py", name="serve_benchmark")
     results = benchmark.main(["--clients", "1,4", "--requests", "2", "--d-model", "32", "--layers", "1",
-                              "--time-limit-s", "60"])
+                              "--repeats", "1", "--time-limit-s", "60"])
     printed = capsys.readouterr().out
     assert "| batched | 4 |" in printed and "| one-at-a-time | 4 |" in printed
     assert "x the requests/s of one-at-a-time serving" in printed
