@@ -54,7 +54,8 @@ def parse_args(argv):
     parser.add_argument("--layers", type=int, default=2)
     parser.add_argument("--max-wait-ms", type=float, default=10.0, help="The batching server's wait.")
     parser.add_argument("--repeats", type=int, default=3, help="Measurements of each setting, the two "
-                        "servers taking turns; the table shows each one's best (least disturbed by other load).")
+                        "servers taking turns; the table shows each one's best (least disturbed by other "
+                        "load).")
     parser.add_argument("--time-limit-s", type=float, default=120.0,
                         help="Per measurement: clients send nothing new after this.")
     return parser.parse_args(argv)
