@@ -2,8 +2,8 @@
 request at a time, for 1, 8 and 32 concurrent clients on 127.0.0.1.
 
 Two servers run side by side on the same randomly initialised speechkit ASR model folder (Fbank,
-Transformer encoder, CTC head; the model of benchmarks/infer.py): one batching (``--max-batch-items 32`` by
-default),
+Transformer encoder, CTC head; the model of benchmarks/infer.py): one batching (``--max-batch-items 8`` by
+default, the server's default),
 one serving one request at a time (``--max-batch-items 1``). Each client sends ``--requests`` 2-second clips
 (16-bit WAV) one after the other over a kept-alive connection; a client stops early when the run passes
 ``--time-limit-s`` (what it did not send is reported). For each number of clients the two servers are
@@ -49,7 +49,7 @@ def parse_args(argv):
     parser.add_argument("--clip-seconds", type=float, default=2.0)
     parser.add_argument("--threads", type=int, default=1, help="Torch threads of each server (1 leaves a "
                         "core to the event loop and the clients on a 2-core machine).")
-    parser.add_argument("--max-batch-items", type=int, default=32, help="The batching server's batch size.")
+    parser.add_argument("--max-batch-items", type=int, default=8, help="The batching server's batch size.")
     parser.add_argument("--d-model", type=int, default=96)
     parser.add_argument("--layers", type=int, default=2)
     parser.add_argument("--max-wait-ms", type=float, default=10.0, help="The batching server's wait.")

@@ -41,8 +41,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="Longest audio of one request or stream.")
     parser.add_argument("--max-batch-seconds", type=float, default=64.0,
                         help="Most audio seconds in one batched forward pass.")
-    parser.add_argument("--max-batch-items", type=int, default=32,
-                        help="Most requests in one batch (1 serves one request at a time).")
+    parser.add_argument("--max-batch-items", type=int, default=8,
+                        help="Most requests in one batch (1 serves one request at a time; default 8 suits a "
+                             "CPU, raise it on a GPU).")
     parser.add_argument("--max-wait-ms", type=float, default=10.0,
                         help="How long a batch's first request waits for others.")
     parser.add_argument("--queue-size", type=int, default=64,

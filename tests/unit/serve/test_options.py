@@ -37,5 +37,8 @@ def test_token_rules(tmp_path):
 
 
 def test_limits_must_be_positive():
-    with pytest.raises(ValueError, match="max_wait_ms must be positive"):
-        ServeLimits(max_wait_ms=0)
+    with pytest.raises(ValueError, match="max_batch_items must be positive"):
+        ServeLimits(max_batch_items=0)
+    with pytest.raises(ValueError, match="max_wait_ms must be 0 or more"):
+        ServeLimits(max_wait_ms=-1)
+    assert ServeLimits(max_wait_ms=0).max_wait_ms == 0
