@@ -33,6 +33,8 @@ COMMANDS = {
     "mixtures": ("speechkit.data.mixtures_cli", "Write speech mixtures (mix/, s1/, s2/) from a manifest."),
     "infer": ("speechkit.jobs.cli", "Run a model over a manifest as a sharded job that survives preemption "
               "(--status, --merge)."),
+    "serve": ("speechkit.serve.cli", "Serve model folders over HTTP and WebSocket, with a web page to try "
+              "them."),
     "evaluate": ("speechkit.pretrained.evaluate", "Score a pretrained model on a test manifest (WER), "
                  "sharded over torchrun/srun workers."),
 }

@@ -24,6 +24,18 @@ install_speech_engines() {
   fi
 }
 
+# Headless Chromium drives the page of `speechkit serve` in its tests (they are skipped without it).
+install_browser() {
+  command -v chromium >/dev/null && return 0
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    log "installing chromium with apt-get (for the web page tests of speechkit serve)"
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
+      || log "could not install chromium; the web page tests will be skipped"
+  else
+    log "chromium missing and not root: install it (apt-get install chromium) to run the web page tests"
+  fi
+}
+
 key=$(cat pyproject.toml tools/setup_env.sh | sha256sum | cut -c1-16)
 venv=${SPEECHKIT_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/speechkit/venv-$key}
 if [ ! -x "$venv/bin/python" ] || [ ! -f "$venv/.complete" ]; then
@@ -44,4 +56,5 @@ PY
 fi
 "$venv/bin/python" -m pip install -q --no-deps --no-build-isolation -e . >/dev/null 2>&1 || pip_install --no-deps -e .
 install_speech_engines
+install_browser
 echo "$venv/bin/python"

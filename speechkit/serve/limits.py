@@ -1,0 +1,46 @@
+"""The limits a server keeps: request sizes, audio lengths, batching and streaming.
+
+Example:
+    >>> limits = ServeLimits(max_batch_seconds=16.0, max_wait_ms=10.0)
+    >>> limits.max_audio_seconds
+    60.0
+"""
+from __future__ import annotations
+
+import dataclasses
+
+
+@dataclasses.dataclass(frozen=True)
+class ServeLimits:
+    """What one server accepts and how it batches; every field is a ``speechkit serve`` option.
+
+    Attributes:
+        max_request_bytes: largest request body (an upload, a mel file); larger ones get 413.
+        max_audio_seconds: longest audio of one request or one stream, after decoding; longer gets 413.
+        max_batch_seconds: most audio (seconds, summed over items) in one batched forward pass.
+        max_batch_items: most requests in one batch; 1 serves one request at a time. The default suits a
+            CPU, where larger batches of a speech model spill out of the caches (docs/serve.md); raise it on
+            a GPU.
+        max_wait_ms: how long the first request of a batch waits for others to join it (0: a batch is what
+            queued while the model ran the previous one).
+        queue_size: requests waiting per model beyond which new ones get 503 (a short queue: answer "busy"
+            at once rather than make everyone wait).
+        partial_every_s: a stream's partial transcript is recomputed after at least this much new audio.
+        stream_idle_s: a stream that sends nothing for this long is closed.
+    """
+
+    max_request_bytes: int = 20 * 1024 * 1024
+    max_audio_seconds: float = 60.0
+    max_batch_seconds: float = 64.0
+    max_batch_items: int = 8
+    max_wait_ms: float = 10.0
+    queue_size: int = 64
+    partial_every_s: float = 0.25
+    stream_idle_s: float = 60.0
+
+    def __post_init__(self):
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            if value < 0 or (value == 0 and field.name != "max_wait_ms"):  # waiting is optional
+                what = "0 or more" if field.name == "max_wait_ms" else "positive"
+                raise ValueError(f"serve limit {field.name} must be {what}, got {value}")

@@ -1,0 +1,186 @@
+"""The session behind ``/v1/models/{name}/stream``: audio chunks in, partial transcripts out, a final one at
+the end.
+
+The protocol (JSON text messages and binary audio, see docs/serve.md):
+
+1. the client may send ``{"type": "start", "sample_rate": 48000}`` first (default: the model's rate);
+2. then binary messages, each little-endian float32 mono samples at that rate; the server answers
+   ``{"type": "partial", "text": ..., "seconds": ...}`` whenever there is news;
+3. ``{"type": "end"}`` asks for ``{"type": "final", "text": ..., "tokens": [...], "seconds": ...}``; the
+   server then closes the socket (code 1000).
+
+A malformed message gets ``{"type": "error", "message": ...}`` and the socket is closed with code 1007
+(bad data) or 1009 (too long).
+
+The recognizer is the interface's own streaming object when it offers one (a ``streaming()`` method
+returning an object with ``accept(chunk) -> partial`` and ``finish() -> final``); otherwise
+:class:`RedecodingRecognizer` transcribes all the audio received so far for each partial and the whole
+audio at the end, through the model's batcher, so the final text equals the offline transcript of the same
+samples.
+
+Example:
+    >>> session = StreamSession(recognizer_factory(asr, transcribe, limits), 16000, limits)  # doctest: +SKIP
+    >>> await session.handle_text('{"type": "start", "sample_rate": 48000}')          # doctest: +SKIP
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable
+from typing import Any, Callable, Optional
+
+import torch
+
+from speechkit.data import audio
+from speechkit.serve.audio_input import decode_pcm
+from speechkit.serve.errors import RequestError
+from speechkit.serve.limits import ServeLimits
+
+MIN_RATE, MAX_RATE = 4000, 192000
+
+
+class RedecodingRecognizer:
+    """Streaming by re-decoding: each partial is the transcript of everything received so far.
+
+    The audio is kept at the client's rate and converted as a whole at each decoding, exactly as a file at
+    that rate is (``Pretrained.load_audio``): so the final text is the offline transcript of those samples.
+
+    Args:
+        transcribe: async (time,) waveform at the model's rate -> ``{"text", "tokens"}``.
+        client_rate, model_rate: the rates of the chunks received and of the model.
+        partial_every_s: seconds of new audio between two partials (bounds the cost of re-decoding).
+    """
+
+    def __init__(self, transcribe: Callable[[torch.Tensor], Awaitable[dict]], client_rate: int,
+                 model_rate: int, partial_every_s: float):
+        self.transcribe, self.client_rate, self.model_rate = transcribe, client_rate, model_rate
+        self.partial_every = max(1, int(partial_every_s * client_rate))
+        self.chunks: list = []
+        self.samples = 0
+        self._decoded_at = 0
+
+    async def accept(self, chunk: torch.Tensor) -> Optional[dict]:
+        """Add (time,) samples at the client's rate; a new partial, or None when too little is new."""
+        self.chunks.append(chunk)
+        self.samples += chunk.shape[0]
+        if self.samples - self._decoded_at < self.partial_every:
+            return None
+        self._decoded_at = self.samples
+        return await self.transcribe(self._audio())
+
+    async def finish(self) -> dict:
+        """The transcript of the whole audio (the offline one)."""
+        if not self.samples:
+            return {"text": "", "tokens": []}
+        return await self.transcribe(self._audio())
+
+    def _audio(self) -> torch.Tensor:
+        waveform = torch.cat(self.chunks)
+        self.chunks = [waveform]
+        if self.client_rate != self.model_rate:
+            waveform = audio.resample(waveform, self.client_rate, self.model_rate)
+        return waveform
+
+
+class InterfaceRecognizer:
+    """Adapts an interface's own streaming object (sync ``accept``/``finish`` on chunks at the model's
+    rate) to the session, running it in a thread so the event loop stays free."""
+
+    def __init__(self, stream, client_rate: int, model_rate: int):
+        self.stream, self.client_rate, self.model_rate = stream, client_rate, model_rate
+
+    async def accept(self, chunk: torch.Tensor) -> Optional[dict]:
+        if self.client_rate != self.model_rate:
+            chunk = audio.resample(chunk, self.client_rate, self.model_rate)
+        return _as_result(await asyncio.to_thread(self.stream.accept, chunk))
+
+    async def finish(self) -> dict:
+        return _as_result(await asyncio.to_thread(self.stream.finish)) or {"text": "", "tokens": []}
+
+
+def recognizer_factory(interface, transcribe, limits: ServeLimits) -> Callable[[int], Any]:
+    """client rate -> a recognizer: the interface's streaming object when it has one (a ``streaming()``
+    method), else re-decoding through ``transcribe``."""
+    model_rate = int(interface.sample_rate)
+    factory = getattr(interface, "streaming", None)
+    if callable(factory):
+        return lambda rate: InterfaceRecognizer(factory(), rate, model_rate)
+    return lambda rate: RedecodingRecognizer(transcribe, rate, model_rate, limits.partial_every_s)
+
+
+class StreamSession:
+    """One client's stream: parses its messages, converts its audio to the model's rate, keeps its limits.
+
+    Each ``handle_*`` returns the messages to send back (dicts); a :class:`RequestError` means the message
+    was malformed (the caller sends its message and closes).
+    """
+
+    def __init__(self, make_recognizer: Callable[[int], Any], model_rate: int, limits: ServeLimits):
+        self.make_recognizer, self.model_rate, self.limits = make_recognizer, model_rate, limits
+        self.client_rate = model_rate
+        self.recognizer = None
+        self.started = False  # a start message or audio came: the rate is fixed
+        self.received = 0  # samples at the client's rate
+        self.finished = False
+
+    async def handle_text(self, text: str) -> list:
+        try:
+            message = json.loads(text)
+        except ValueError:
+            raise RequestError(400, f"text message is not JSON: {text[:80]!r}") from None
+        if not isinstance(message, dict) or not isinstance(message.get("type"), str):
+            raise RequestError(400, 'a text message must be a JSON object with a "type" ("start" or "end")')
+        kind = message["type"]
+        if kind == "start":
+            if self.started:
+                raise RequestError(400, '"start" must come first, before any audio, and only once')
+            rate = message.get("sample_rate", self.model_rate)
+            if not isinstance(rate, int) or isinstance(rate, bool) or not MIN_RATE <= rate <= MAX_RATE:
+                raise RequestError(400, f'"sample_rate" must be an integer from {MIN_RATE} to {MAX_RATE}, '
+                                        f"got {rate!r}")
+            self.client_rate = rate
+            self._begin()
+            return [{"type": "ready", "sample_rate": rate, "model_sample_rate": self.model_rate}]
+        if kind == "end":
+            if self.finished:
+                raise RequestError(400, '"end" was already sent')
+            self._begin()
+            self.finished = True
+            final = await self.recognizer.finish()
+            return [{"type": "final", **final, "seconds": self.received / self.client_rate}]
+        raise RequestError(400, f'unknown message type {kind!r}; expected "start" or "end"')
+
+    async def handle_audio(self, data: bytes) -> list:
+        if self.finished:
+            raise RequestError(400, 'audio after "end"')
+        self._begin()
+        chunk = decode_pcm(data, "audio message")
+        if chunk.numel() == 0:
+            return []
+        if not bool(torch.isfinite(chunk).all()):
+            raise RequestError(400, "audio message holds NaN or infinite samples")
+        self.received += chunk.shape[0]
+        if self.received > self.limits.max_audio_seconds * self.client_rate:
+            raise RequestError(413, f"the stream passed {self.limits.max_audio_seconds:g} s of audio "
+                                    "(--max-audio-seconds)")
+        partial = await self.recognizer.accept(chunk)
+        if partial is None:
+            return []
+        return [{"type": "partial", "text": partial.get("text", ""),
+                 "seconds": self.received / self.client_rate}]
+
+
+    def _begin(self) -> None:
+        if not self.started:
+            self.started = True
+            self.recognizer = self.make_recognizer(self.client_rate)
+
+
+def _as_result(value: Any) -> Optional[dict]:
+    """A streaming object's answer (a string, a dict or an object with ``text``) as ``{"text", ...}``."""
+    if value is None or isinstance(value, dict):
+        return value
+    if isinstance(value, str):
+        return {"text": value, "tokens": []}
+    return {"text": str(getattr(value, "text", value)),
+            "tokens": [int(t) for t in getattr(value, "tokens", [])]}

@@ -1,0 +1,24 @@
+"""benchmarks/serve.py runs and prints its table (its figures are not asserted, only that no request
+failed)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.helpers.scripts import load_script
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.slow
+def test_serve_benchmark_runs(capsys):
+    pytest.importorskip("fastapi", reason="speechkit serve needs the 'serve' extra")
+    benchmark = load_script(REPO / "benchmarks" / "serve.py", name="serve_benchmark")
+    results = benchmark.main(["--clients", "1,4", "--requests", "2", "--d-model", "32", "--layers", "1",
+                              "--repeats", "1", "--time-limit-s", "60"])
+    printed = capsys.readouterr().out
+    assert "| batched | 4 |" in printed and "| one-at-a-time | 4 |" in printed
+    assert "x the requests/s of one-at-a-time serving" in printed
+    for serving in ("batched", "one-at-a-time"):
+        assert all(r["errors"] == 0 and r["answered"] == r["planned"] for r in results[serving].values())

@@ -1,0 +1,94 @@
+"""The web page of ``speechkit serve`` in headless Chromium: a WAV file as the microphone, the transcript
+growing while it plays and ending equal to the offline transcript of that file; an upload; separated sources
+side by side; a screenshot of the page saved for the docs."""
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile
+
+from tests.helpers.browser import Chromium, require_chromium
+from tests.helpers.serve import ServerProcess, request_json, synthesize_held
+from tests.integration.pretrained import tiny_asr
+
+pytestmark = pytest.mark.slow
+TEXT = "bad face dead"
+
+
+@pytest.fixture(scope="module")
+def page_server(folders):
+    require_chromium()
+    args = [f"asr={folders['asr']}", f"sep={folders['sep']}", "--partial-every-s", "0.2"]
+    with ServerProcess(args) as server:
+        yield server
+
+
+def offline_transcript(server, path: Path) -> str:
+    status, answer = request_json(f"{server.url}/v1/models/asr/transcribe", path.read_bytes())
+    assert status == 200, answer
+    return answer["text"]
+
+
+def test_microphone_streaming_shows_the_offline_transcript(page_server, tmp_path):
+    speech = tmp_path / "speech.wav"
+    soundfile.write(speech, synthesize_held(TEXT).numpy(), 16000, subtype="PCM_16")
+    expected = offline_transcript(page_server, speech)
+    assert expected == TEXT
+    with Chromium(tmp_path, fake_microphone=speech) as browser:
+        browser.navigate(page_server.url + "/")
+        browser.wait_for("document.querySelectorAll('#model option').length === 2", "the models listed")
+        browser.evaluate("document.getElementById('record').click()")
+        # Partials while the file plays: the transcript grows before the recording stops.
+        partial = browser.wait_for("(() => { const t = document.getElementById('transcript');"
+                                   " return t.dataset.state === 'partial' && t.textContent.length > 0"
+                                   " && t.textContent; })()", "a partial transcript", timeout_s=60)
+        assert TEXT.startswith(partial.strip())
+        time.sleep(len(synthesize_held(TEXT)) / 16000 + 1.0)  # the whole file played, then some silence
+        browser.evaluate("document.getElementById('stop').click()")
+        shown = browser.wait_for("document.getElementById('transcript').dataset.state === 'final' && "
+                                 "document.getElementById('transcript').textContent", "a final transcript")
+        assert shown == expected
+        screenshot = browser.screenshot(_screenshot_path(tmp_path, "serve-page-stream.png"))
+    assert screenshot.stat().st_size > 10_000
+
+
+def test_upload_transcribes_and_separates(page_server, tmp_path):
+    speech = tmp_path / "upload.wav"
+    soundfile.write(speech, tiny_asr.synthesize("cab egg").numpy(), 16000)
+    mixture = tmp_path / "mixture.wav"
+    soundfile.write(mixture, 0.1 * np.random.default_rng(0).standard_normal(8000), 8000)
+    with Chromium(tmp_path) as browser:
+        browser.navigate(page_server.url + "/")
+        browser.wait_for("document.querySelectorAll('#model option').length === 2", "the models listed")
+        browser.choose_file("#file", speech)
+        browser.evaluate("document.getElementById('send').click()")
+        shown = browser.wait_for("document.getElementById('transcript').dataset.state === 'final' && "
+                                 "document.getElementById('transcript').textContent",
+                                 "the upload's transcript")
+        assert shown == offline_transcript(page_server, speech) == "cab egg"
+        browser.evaluate("(() => { const s = document.getElementById('model'); s.value = 'sep';"
+                         " s.dispatchEvent(new Event('change')); })()")
+        browser.choose_file("#file", mixture)
+        browser.evaluate("document.getElementById('send').click()")
+        names = browser.wait_for("document.querySelectorAll('#sources audio').length === 2 && [...document"
+                                 ".querySelectorAll('#sources audio')].map(a => a.dataset.source)",
+                                 "two sources shown")
+        assert names == ["s1", "s2"]
+        durations = browser.wait_for("(() => { const d = [...document.querySelectorAll('#sources audio')]"
+                                     ".map(a => a.duration); return d.every(x => x > 0) && d; })()",
+                                     "the sources playable")
+        assert durations == pytest.approx([1.0, 1.0], abs=0.01)
+        browser.screenshot(_screenshot_path(tmp_path, "serve-page-separate.png"))
+
+
+def _screenshot_path(tmp_path, name: str) -> Path:
+    """Screenshots go to $SPEECHKIT_SCREENSHOTS when set (to refresh the docs' picture), else tmp_path."""
+    folder = Path(os.environ.get("SPEECHKIT_SCREENSHOTS", tmp_path))
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder / name
+
+

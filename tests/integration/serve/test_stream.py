@@ -1,0 +1,113 @@
+"""The streaming WebSocket of ``speechkit serve``, with a real client: partials while audio arrives, a final
+transcript equal to the offline one, a clear error and close code for every malformed message, and the
+state of a client that vanishes freed."""
+from __future__ import annotations
+
+import io
+import json
+
+import numpy as np
+import pytest
+import soundfile
+from websockets.exceptions import ConnectionClosed, InvalidStatus
+from websockets.sync.client import connect
+
+from speechkit.data import audio
+from tests.helpers.serve import request_json, synthesize_held, wait_until
+from tests.integration.pretrained import tiny_asr
+
+pytestmark = pytest.mark.slow  # a server process each (seconds to start)
+
+
+def offline(server, waveform, rate: int) -> str:
+    buffer = io.BytesIO()
+    soundfile.write(buffer, np.asarray(waveform, dtype=np.float32), rate, format="WAV", subtype="FLOAT")
+    status, answer = request_json(f"{server.url}/v1/models/asr/transcribe", buffer.getvalue())
+    assert status == 200, answer
+    return answer["text"]
+
+
+def stream(server, waveform, rate=None, chunk: int = 1600, model: str = "asr") -> list:
+    """Send ``waveform`` in chunks, then "end"; every message the server sent, until it closed."""
+    messages = []
+    with connect(f"{server.ws_url}/v1/models/{model}/stream", open_timeout=30) as socket:
+        if rate is not None:
+            socket.send(json.dumps({"type": "start", "sample_rate": rate}))
+        samples = np.asarray(waveform, dtype="<f4")
+        for start in range(0, len(samples), chunk):
+            socket.send(samples[start:start + chunk].tobytes())
+        socket.send(json.dumps({"type": "end"}))
+        try:
+            while True:
+                messages.append(json.loads(socket.recv(timeout=60)))
+        except ConnectionClosed as closed:
+            assert closed.rcvd is not None and closed.rcvd.code == 1000, closed
+    return messages
+
+
+def test_partials_grow_and_the_final_equals_the_offline_transcript(server):
+    speech = tiny_asr.synthesize("bad cab face dead egg beef")
+    messages = stream(server, speech.numpy())
+    partials = [m["text"] for m in messages if m["type"] == "partial"]
+    assert messages[-1]["type"] == "final" and len(partials) >= 2
+    assert messages[-1]["text"] == offline(server, speech, 16000) == "bad cab face dead egg beef"
+    assert all(messages[-1]["text"].startswith(p.rstrip()) for p in partials)  # each partial a prefix
+    assert messages[-1]["seconds"] == pytest.approx(len(speech) / 16000)
+
+
+def test_a_stream_at_another_rate_is_converted_as_the_file_would_be(server):
+    at_44k = audio.resample(synthesize_held("bad face"), 16000, 44100).numpy()
+    messages = stream(server, at_44k, rate=44100, chunk=4410)
+    assert messages[0] == {"type": "ready", "sample_rate": 44100, "model_sample_rate": 16000}
+    assert messages[-1]["text"] == offline(server, at_44k, 44100) == "bad face"
+
+
+@pytest.mark.parametrize("messages, code, words", [
+    (["not json"], 1007, "not JSON"),
+    (['{"kind": "start"}'], 1007, '"type"'),
+    (['{"type": "pause"}'], 1007, "unknown message type 'pause'"),
+    (['{"type": "start", "sample_rate": 12}'], 1007, '"sample_rate" must be'),
+    (['{"type": "start", "sample_rate": "48k"}'], 1007, '"sample_rate" must be'),
+    ([b"\x00\x00\x80"], 1007, "not a whole number of float32 samples"),
+    ([np.array([0.1, np.nan], dtype="<f4").tobytes()], 1007, "NaN or infinite"),
+    ([b"\0" * 40, '{"type": "start", "sample_rate": 8000}'], 1007, '"start" must come first'),
+    ([np.zeros(16000 * 11, dtype="<f4").tobytes()], 1009, "passed 10 s of audio"),
+])
+def test_malformed_messages_get_an_error_and_a_close_code(server, messages, code, words):
+    with connect(f"{server.ws_url}/v1/models/asr/stream", open_timeout=30) as socket:
+        for message in messages:
+            socket.send(message)
+        answer = json.loads(socket.recv(timeout=30))
+        assert answer["type"] == "error" and words in answer["message"], answer
+        with pytest.raises(ConnectionClosed) as closed:
+            socket.recv(timeout=30)
+    assert closed.value.rcvd.code == code
+    assert stream(server, tiny_asr.synthesize("add").numpy())[-1]["text"] == "add"  # others still served
+
+
+def test_unknown_model_and_wrong_kind_refuse_the_handshake(server):
+    with pytest.raises(InvalidStatus) as refused:
+        connect(f"{server.ws_url}/v1/models/nope/stream", open_timeout=30)
+    assert refused.value.response.status_code == 404
+    assert b"no model named 'nope'" in refused.value.response.body
+    with pytest.raises(InvalidStatus) as refused:
+        connect(f"{server.ws_url}/v1/models/sep/stream", open_timeout=30)
+    assert refused.value.response.status_code == 400
+
+
+def test_a_client_that_disconnects_mid_stream_frees_its_state(server):
+    with connect(f"{server.ws_url}/v1/models/asr/stream", open_timeout=30) as socket:
+        socket.send(tiny_asr.synthesize("bad").numpy().astype("<f4").tobytes())
+        wait_until(lambda: request_json(server.url + "/health")[1]["open_streams"] == 1,
+                   what="one open stream", output=lambda: server.output)
+        socket.close_socket()  # gone without a closing handshake, as a crashed client or a lost network
+    wait_until(lambda: request_json(server.url + "/health")[1]["open_streams"] == 0, what="the stream freed",
+               output=lambda: server.output)
+
+
+def test_a_silent_stream_is_closed(server):
+    with connect(f"{server.ws_url}/v1/models/asr/stream", open_timeout=30) as socket:
+        answer = json.loads(socket.recv(timeout=30))
+        assert answer == {"type": "error", "message": "nothing received for 3 s (--stream-idle-s)"}
+        with pytest.raises(ConnectionClosed):
+            socket.recv(timeout=30)
