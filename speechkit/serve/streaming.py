@@ -12,11 +12,12 @@ The protocol (JSON text messages and binary audio, see docs/serve.md):
 A malformed message gets ``{"type": "error", "message": ...}`` and the socket is closed with code 1007
 (bad data) or 1009 (too long).
 
-The recognizer is the interface's own streaming object when it offers one (a ``streaming()`` method
-returning an object with ``accept(chunk) -> partial`` and ``finish() -> final``); otherwise
-:class:`RedecodingRecognizer` transcribes all the audio received so far for each partial and the whole
-audio at the end, through the model's batcher, so the final text equals the offline transcript of the same
-samples.
+The recognizer is the model's chunk-by-chunk recognizer (:class:`speechkit.streaming.StreamingASR`: its
+state carried from chunk to chunk, the final text the offline one) when the model streams (a causal front
+end and a unidirectional encoder, docs/deploy.md) and the client sends audio at the model's rate.
+Otherwise :class:`RedecodingRecognizer` transcribes all the audio received so far for each partial and the
+whole audio at the end (converted as a whole, as a file would be), through the model's batcher, so the
+final text equals the offline transcript of the same samples.
 
 Example:
     >>> session = StreamSession(recognizer_factory(asr, transcribe, limits), 16000, limits)  # doctest: +SKIP
@@ -51,6 +52,8 @@ class RedecodingRecognizer:
         partial_every_s: seconds of new audio between two partials (bounds the cost of re-decoding).
     """
 
+    kind = "redecoding"
+
     def __init__(self, transcribe: Callable[[torch.Tensor], Awaitable[dict]], client_rate: int,
                  model_rate: int, partial_every_s: float):
         self.transcribe, self.client_rate, self.model_rate = transcribe, client_rate, model_rate
@@ -83,15 +86,15 @@ class RedecodingRecognizer:
 
 
 class InterfaceRecognizer:
-    """Adapts an interface's own streaming object (sync ``accept``/``finish`` on chunks at the model's
-    rate) to the session, running it in a thread so the event loop stays free."""
+    """Adapts a model's streaming object (sync ``accept``/``finish`` on chunks at the model's rate) to the
+    session, running it in a thread so the event loop stays free."""
 
-    def __init__(self, stream, client_rate: int, model_rate: int):
-        self.stream, self.client_rate, self.model_rate = stream, client_rate, model_rate
+    kind = "incremental"
+
+    def __init__(self, stream):
+        self.stream = stream
 
     async def accept(self, chunk: torch.Tensor) -> Optional[dict]:
-        if self.client_rate != self.model_rate:
-            chunk = audio.resample(chunk, self.client_rate, self.model_rate)
         return _as_result(await asyncio.to_thread(self.stream.accept, chunk))
 
     async def finish(self) -> dict:
@@ -99,13 +102,32 @@ class InterfaceRecognizer:
 
 
 def recognizer_factory(interface, transcribe, limits: ServeLimits) -> Callable[[int], Any]:
-    """client rate -> a recognizer: the interface's streaming object when it has one (a ``streaming()``
-    method), else re-decoding through ``transcribe``."""
+    """client rate -> a recognizer: the model's own streaming one at the model's rate when the model
+    streams, else re-decoding through ``transcribe``."""
     model_rate = int(interface.sample_rate)
-    factory = getattr(interface, "streaming", None)
-    if callable(factory):
-        return lambda rate: InterfaceRecognizer(factory(), rate, model_rate)
-    return lambda rate: RedecodingRecognizer(transcribe, rate, model_rate, limits.partial_every_s)
+    streaming = streaming_recognizer(interface)
+
+    def make(rate: int):
+        if streaming is not None and rate == model_rate:
+            return InterfaceRecognizer(streaming.stream())
+        return RedecodingRecognizer(transcribe, rate, model_rate, limits.partial_every_s)
+
+    return make
+
+
+def streaming_recognizer(interface) -> Optional[Any]:
+    """A :class:`speechkit.streaming.StreamingASR` of ``interface``, or None when its model does not stream
+    (it reads the future: a bidirectional encoder, per-utterance statistics) or is no CTC recognizer."""
+    from speechkit.errors import SpeechkitError
+    from speechkit.pretrained import EncoderASR, EncoderDecoderASR
+    from speechkit.streaming import StreamingASR
+
+    if not isinstance(interface, EncoderASR) or isinstance(interface, EncoderDecoderASR):
+        return None
+    try:
+        return StreamingASR(interface)
+    except (SpeechkitError, KeyError, TypeError):
+        return None
 
 
 class StreamSession:
@@ -140,7 +162,8 @@ class StreamSession:
                                         f"got {rate!r}")
             self.client_rate = rate
             self._begin()
-            return [{"type": "ready", "sample_rate": rate, "model_sample_rate": self.model_rate}]
+            return [{"type": "ready", "sample_rate": rate, "model_sample_rate": self.model_rate,
+                     "recognizer": self.recognizer.kind}]
         if kind == "end":
             if self.finished:
                 raise RequestError(400, '"end" was already sent')

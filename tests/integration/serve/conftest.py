@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import job_models
+from tests.helpers import export_models, job_models
 from tests.helpers.scripts import load_script
 from tests.helpers.serve import ServerProcess, write_raising_model
 
@@ -23,14 +23,15 @@ def folders(tmp_path_factory):
             "broken": write_raising_model(root / "broken"),
             "slow": job_models.write_model(root / "slow", seconds_per_batch=1.5),
             "ctc": load_script(REPO / "benchmarks" / "infer.py", name="infer_benchmark").make_model(
-                root / "ctc", d_model=32, layers=1)}
+                root / "ctc", d_model=32, layers=1),
+            "live": export_models.write_recognizer(root / "live", streaming=True)}
 
 
 @pytest.fixture(scope="module")
 def server(folders):
     """One server with every kind of model (and a Transformer-CTC recognizer with random weights) and small
     limits (1 MB requests, 10 s of audio, streams closed after 3 s of silence)."""
-    args = [f"{name}={folders[name]}" for name in ("asr", "sep", "voc", "broken", "ctc")]
+    args = [f"{name}={folders[name]}" for name in ("asr", "sep", "voc", "broken", "ctc", "live")]
     with ServerProcess(args + ["--max-request-mb", "1", "--max-audio-seconds", "10", "--max-wait-ms", "50",
                                "--partial-every-s", "0.2", "--stream-idle-s", "3"]) as process:
         yield process

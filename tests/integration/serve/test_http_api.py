@@ -33,10 +33,11 @@ def transcribe(server, data: bytes, model: str = "asr", **options) -> tuple:
 
 def test_health_and_models(server):
     status, health = request_json(server.url + "/health")
-    assert status == 200 and health["models"] == ["asr", "sep", "voc", "broken", "ctc"]
+    assert status == 200 and health["models"] == ["asr", "sep", "voc", "broken", "ctc", "live"]
     status, listing = request_json(server.url + "/v1/models")
     kinds = {m["name"]: m["kind"] for m in listing["models"]}
-    assert kinds == {"asr": "asr", "sep": "separation", "voc": "vocoder", "broken": "asr", "ctc": "asr"}
+    assert kinds == {"asr": "asr", "sep": "separation", "voc": "vocoder", "broken": "asr", "ctc": "asr",
+                     "live": "asr"}
     sep = next(m for m in listing["models"] if m["name"] == "sep")
     assert sep["num_speakers"] == 2 and sep["sample_rate"] == 8000
     status, _, body = request(server.url + "/openapi.json")

@@ -58,7 +58,8 @@ def test_partials_grow_and_the_final_equals_the_offline_transcript(server):
 def test_a_stream_at_another_rate_is_converted_as_the_file_would_be(server):
     at_44k = audio.resample(synthesize_held("bad face"), 16000, 44100).numpy()
     messages = stream(server, at_44k, rate=44100, chunk=4410)
-    assert messages[0] == {"type": "ready", "sample_rate": 44100, "model_sample_rate": 16000}
+    assert messages[0] == {"type": "ready", "sample_rate": 44100, "model_sample_rate": 16000,
+                           "recognizer": "redecoding"}
     assert messages[-1]["text"] == offline(server, at_44k, 44100) == "bad face"
 
 
@@ -111,3 +112,20 @@ def test_a_silent_stream_is_closed(server):
         assert answer == {"type": "error", "message": "nothing received for 3 s (--stream-idle-s)"}
         with pytest.raises(ConnectionClosed):
             socket.recv(timeout=30)
+
+
+def test_a_streaming_model_is_served_chunk_by_chunk_and_ends_on_the_offline_transcript(server):
+    from tests.helpers.export_models import speech_like
+
+    waveform = speech_like([32000], seed=3)[0][0].numpy()
+    messages = stream(server, waveform, rate=16000, chunk=2400, model="live")
+    assert messages[0]["recognizer"] == "incremental"
+    partials = [m for m in messages if m["type"] == "partial"]
+    assert len(partials) >= 10  # one answer per chunk: nothing is decoded again
+    buffer = io.BytesIO()
+    soundfile.write(buffer, waveform, 16000, format="WAV", subtype="FLOAT")
+    status, answer = request_json(f"{server.url}/v1/models/live/transcribe", buffer.getvalue())
+    assert status == 200 and messages[-1]["type"] == "final" and messages[-1]["text"] == answer["text"]
+    # At another rate the model would hear chunk-wise resampled audio: it is decoded again instead.
+    resampled = stream(server, waveform[:8000], rate=8000, chunk=800, model="live")
+    assert resampled[0]["recognizer"] == "redecoding"
