@@ -35,6 +35,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="An origin (scheme://host[:port]) whose pages may call this server "
                              "(repeatable); other sites' pages are refused.")
     parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N (default: cpu).")
+    parser.add_argument("--backend", choices=["torch", "onnx", "torchscript"], default="torch",
+                        help="Run the modules (torch), or the graphs of folders written by speechkit export "
+                             "--format onnx|torchscript (docs/deploy.md).")
     parser.add_argument("--threads", type=int, default=None, help="Torch threads (default: torch's choice).")
     parser.add_argument("--max-request-mb", type=float, default=20.0, help="Largest request body in MB.")
     parser.add_argument("--max-audio-seconds", type=float, default=60.0,
@@ -118,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     specs = [parse_model_spec(text) for text in args.models]
-    models = load_models(specs, device=args.device, allow_network=not args.offline,
+    models = load_models(specs, device=args.device, backend=args.backend, allow_network=not args.offline,
                          trust_remote_code=args.trust_remote_code, allow=args.allow)
     app = create_app(models, limits, token=token, allowed_origins=args.allow_origin)
     config = uvicorn.Config(app, host=args.host, port=args.port, log_config=None, access_log=False,

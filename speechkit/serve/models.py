@@ -116,7 +116,7 @@ def load_models(specs: list, device: str = "cpu", **from_hparams_options) -> dic
     """Load every model folder once; name -> :class:`ServedModel`. Names must be unique.
 
     ``from_hparams_options`` go to ``Pretrained.from_hparams`` (``savedir`` is per model, so not here;
-    ``trust_remote_code``, ``allow``, ``allow_network``, ``revision``, ``cache_dir``).
+    ``trust_remote_code``, ``allow``, ``allow_network``, ``revision``, ``cache_dir``, ``backend``).
     """
     from speechkit.pretrained.interfaces import Pretrained
 

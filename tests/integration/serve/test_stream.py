@@ -129,3 +129,24 @@ def test_a_streaming_model_is_served_chunk_by_chunk_and_ends_on_the_offline_tran
     # At another rate the model would hear chunk-wise resampled audio: it is decoded again instead.
     resampled = stream(server, waveform[:8000], rate=8000, chunk=800, model="live")
     assert resampled[0]["recognizer"] == "redecoding"
+
+
+def test_the_onnx_backend_serves_the_same_transcripts_and_streams(server, folders, tmp_path):
+    """A folder written by ``speechkit export --format onnx`` served with ``--backend onnx``: the same
+    transcript as the PyTorch server, and a stream run chunk by chunk through the exported step graph."""
+    pytest.importorskip("onnxruntime")
+    from speechkit.export import export_folder
+    from tests.helpers.export_models import speech_like
+    from tests.helpers.serve import ServerProcess
+
+    exported = export_folder(folders["live"], tmp_path / "live-onnx", formats=["onnx"])
+    waveform = speech_like([24000], seed=5)[0][0].numpy()
+    buffer = io.BytesIO()
+    soundfile.write(buffer, waveform, 16000, format="WAV", subtype="FLOAT")
+    status, expected = request_json(f"{server.url}/v1/models/live/transcribe", buffer.getvalue())
+    assert status == 200
+    with ServerProcess([f"live={exported}", "--backend", "onnx"]) as onnx_server:
+        status, answer = request_json(f"{onnx_server.url}/v1/models/live/transcribe", buffer.getvalue())
+        assert status == 200 and answer["text"] == expected["text"]
+        messages = stream(onnx_server, waveform, rate=16000, chunk=2400, model="live")
+        assert messages[0]["recognizer"] == "incremental" and messages[-1]["text"] == expected["text"]
