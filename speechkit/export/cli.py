@@ -32,7 +32,8 @@ def run_export(args: argparse.Namespace, export_model) -> int:
             model = export_model(args.checkpoints, args.hparams, staging / "model", min_key=args.min_key,
                                  max_key=args.max_key, mapping=dict(args.map), files=dict(args.file),
                                  name=args.name or pathlib.Path(args.output).name,
-                                 description=args.description, verify=not args.no_verify)
+                                 description=args.description, verify=not args.no_verify,
+                                 run_hparams=None if args.run_hparams == "none" else args.run_hparams)
             folder = export_folder(model, args.output, formats=formats, force=args.force)
         finally:
             shutil.rmtree(staging, ignore_errors=True)

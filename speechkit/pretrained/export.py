@@ -64,6 +64,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--description", default="", help="A paragraph for the model card.")
     parser.add_argument("--force", action="store_true", help="Replace an existing output folder.")
     parser.add_argument("--no-verify", action="store_true", help="Skip loading the exported model back.")
+    parser.add_argument("--run-hparams", default="auto", help="The training run's hyperparams.yaml whose "
+                        "whole-number sizes replace the inference YAML's (default: the one of the run the "
+                        "checkpoints belong to; 'none' keeps the inference YAML as it is).")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -77,15 +80,18 @@ def run(args: argparse.Namespace) -> int:
     folder = export_model(
         args.checkpoints, args.hparams, args.output, min_key=args.min_key, max_key=args.max_key,
         mapping=dict(args.map), files=dict(args.file), name=args.name,
-        description=args.description, force=args.force, verify=not args.no_verify)
+        description=args.description, force=args.force, verify=not args.no_verify,
+        run_hparams=None if args.run_hparams == "none" else args.run_hparams)
     print(folder)
     return 0
 
 
 def export_model(checkpoints_dir, hparams_file, output, min_key=None, max_key=None, mapping=None, files=None,
-                 name=None, description: str = "", force: bool = False, verify: bool = True) -> pathlib.Path:
+                 name=None, description: str = "", force: bool = False, verify: bool = True,
+                 run_hparams="auto") -> pathlib.Path:
     """Write a model folder from the best checkpoint (or the one checkpoint ``checkpoints_dir`` is); see the
-    module docstring. Returns the folder."""
+    module docstring. ``run_hparams``: the training run's ``hyperparams.yaml`` whose sizes the inference YAML
+    takes (``"auto"``: found above the checkpoints; None: keep the inference YAML's). Returns the folder."""
     from speechkit.checkpoint_selection import select_checkpoint
     from speechkit.pretrained.pretrainer import declared_files
 
@@ -94,7 +100,7 @@ def export_model(checkpoints_dir, hparams_file, output, min_key=None, max_key=No
     if output.exists() and not force:
         raise SpeechkitError(f"{output}: already exists (pass --force to replace it)")
     checkpoint = select_checkpoint(checkpoints_dir, min_key=min_key, max_key=max_key)
-    text = hparams_file.read_text()
+    text, sizes_note = _with_run_sizes(hparams_file.read_text(), hparams_file, checkpoints_dir, run_hparams)
     declared = declared_files(text, str(hparams_file))
     if not declared:
         raise SpeechkitError(f"{hparams_file}: declares no pretrainer files; the model folder would hold no "
@@ -117,7 +123,8 @@ def export_model(checkpoints_dir, hparams_file, output, min_key=None, max_key=No
         (tmp / "hyperparams.yaml").write_text(text)
         given = (pathlib.Path(checkpoints_dir) / "meta.json").is_file()  # one checkpoint, not a folder
         (tmp / "README.md").write_text(_model_card(name or output.name, description, checkpoint, written,
-                                                   hparams_file, min_key or max_key, _usage(text), given))
+                                                   hparams_file, min_key or max_key, _usage(text), given)
+                                       + sizes_note)
         if verify:
             _verify(tmp)
             _warn_if_remote_copies_need_trust(text, hparams_file)
@@ -127,6 +134,25 @@ def export_model(checkpoints_dir, hparams_file, output, min_key=None, max_key=No
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return output
+
+
+def _with_run_sizes(text: str, hparams_file, checkpoints_dir, run_hparams) -> tuple:
+    """The inference YAML with the training run's sizes (:mod:`speechkit.pretrained.run_sizes`), and a
+    model-card paragraph saying which changed."""
+    from speechkit.pretrained.run_sizes import adapt_sizes, find_run_hparams
+
+    run_file = find_run_hparams(checkpoints_dir) if run_hparams == "auto" else run_hparams
+    if run_file is None:
+        return text, ""
+    text, changed, ambiguous = adapt_sizes(text, pathlib.Path(run_file).read_text(), str(run_file))
+    for key, values in ambiguous.items():
+        logger.warning("%s: the run sets %s to several values %s; %s keeps %s's", run_file, key, values, key,
+                       hparams_file)
+    if not changed:
+        return text, ""
+    listed = ", ".join(f"{key} {old} -> {new}" for key, (old, new) in changed.items())
+    logger.info("Sizes taken from the training run (%s): %s", run_file, listed)
+    return text, f"\nSizes taken from the training run (`{run_file}`): {listed}.\n"
 
 
 def _refuse_untrained(declared: dict, mapping: dict, files: dict, checkpoint, text: str,

@@ -184,6 +184,26 @@ def test_copied_template_exports_a_model_that_transcribes(trained_copy, tiny_cor
         assert torch.equal(value.cpu(), trained_lm[key]), key
 
 
+def test_the_documented_export_command_takes_the_runs_sizes(trained_copy, tiny_corpus, capsys):
+    """inference.yaml as shipped (the template's sizes) exports a model trained with other sizes: export
+    reads them from the run's hyperparams.yaml, and the model card says which changed."""
+    asr = trained_copy / "ASR"
+    model = asr / "results" / "model-own-sizes"
+    tokenizer = trained_copy / "Tokenizer" / "results" / "tokenizer" / "tokenizer.model"
+    assert speechkit_main(["export", "--checkpoints", str(asr / "results" / "asr" / "1234" / "save"),
+                           "--hparams", str(asr / "hparams" / "inference.yaml"), "--min-key", "WER",
+                           "--output", str(model), "--file", f"tokenizer={tokenizer}"]) == 0
+    assert "d_model 256 -> 32" in (model / "README.md").read_text()
+    assert yaml.safe_load((model / "hyperparams.yaml").read_text().split("\ninterface:")[0])["d_model"] == 32
+    recognizer = EncoderASR.from_hparams(str(model), savedir=trained_copy / "fetched-own-sizes")
+    assert isinstance(recognizer.transcribe_file(str(tiny_corpus / "test" / "utt-test-000.flac")), str)
+    capsys.readouterr()
+    kept = ["export", "--checkpoints", str(asr / "results" / "asr" / "1234" / "save"), "--hparams",
+            str(asr / "hparams" / "inference.yaml"), "--min-key", "WER", "--output",
+            str(asr / "results" / "model-kept"), "--file", f"tokenizer={tokenizer}", "--run-hparams", "none"]
+    assert speechkit_main(kept) != 0 and "does not load back" in capsys.readouterr().err  # sizes kept: no fit
+
+
 def test_a_model_trained_without_the_lm_exports_without_it(trained_copy, tiny_corpus, capsys):
     """--lm_weight 0 and no LM file: the LM stays at its initial weights, so inference.yaml (which ships the
     LM with lm_weight 1.0) is refused and inference_no_lm.yaml exports a recognizer."""
