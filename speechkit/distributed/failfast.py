@@ -53,6 +53,8 @@ ACKNOWLEDGE_WAIT_S = 15.0
 UNREAPED_GRACE_S = 2.0
 #: Across machines only the failed rank's last word in the store is seen; its interpreter still shuts down.
 OTHER_HOST_GRACE_S = 5.0
+#: Longest look for the rank that died when a collective loses a peer (heartbeats of other machines).
+DEAD_PEER_WAIT_S = 8.0
 
 # The real exits: the watchdog's own exit must not go through the interception below.
 _real_os_exit = os._exit
@@ -63,8 +65,12 @@ class FailFast:
     """The watchdog of one rank. ``start()`` once after the process group exists; ``shutdown()`` at exit."""
 
     def __init__(self, store, rank: int, world_size: int, run_token: str, timeout_s: float,
-                 poll_s: float = 0.5, heartbeat_s: float = 2.0, stream=None):
+                 poll_s: float = 0.5, heartbeat_s: float = 2.0, stream=None,
+                 store_host: Optional[int] = None):
         self.store, self.rank, self.world_size = store, rank, world_size
+        # The rank whose process serves the store (explicit workers and srun: rank 0), None when a launcher
+        # or a file serves it: when the store stops answering, that rank is the one that died.
+        self.store_host = store_host
         # Polling only reads; heartbeats write, and a file:// store keeps every write: beat less often.
         self.timeout_s, self.poll_s, self.heartbeat_s = float(timeout_s), poll_s, heartbeat_s
         self.stream = stream
@@ -79,6 +85,10 @@ class FailFast:
         self._stop = threading.Event()
         self._stopping = threading.Event()          # this rank is stopping because of another one
         self._stopping_lock = threading.Lock()
+        # Held by the watchdog thread around its store calls: at exit, once the main thread holds it, the
+        # thread is in no C++ call (a daemon thread inside one when the interpreter ends aborts the process)
+        self._store_lock = threading.Lock()
+        self.all_done = False                       # rank 0: every rank reported itself done at exit
         self._thread: Optional[threading.Thread] = None
         self._failed_here = False                   # this rank raised or exited with an error code
         self._first_hand = False                    # ... and its record was the first one
@@ -109,11 +119,9 @@ class FailFast:
         if self._shut_down:
             return
         self._shut_down = True
-        self._stop.set()
-        if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(timeout=5 * self.poll_s + 1)
-        self._restore_hooks()
         code = exit_code_of(self._exit_status)
+        self._stop_thread(code)
+        self._restore_hooks()
         try:
             if not self._failed_here and _is_failure(code):  # sys.exit(N) on this rank
                 self._fail_by_exit(code, "sys.exit", self._exit_stack)
@@ -131,6 +139,29 @@ class FailFast:
         if failure and not self._first_hand:
             self._stop_because(failure, f"rank {self.rank} exits with an error")
 
+    def _stop_thread(self, code: int) -> None:
+        """Stop the watchdog thread and wait until it is out of every store call.
+
+        A daemon thread still inside a C++ store call when the interpreter finalizes is ended by Python
+        while it holds C++ frames, and the C++ runtime aborts the whole process ("terminate called without
+        an active exception", exit 134) after a successful run. Store calls are bounded by the store's
+        timeout; should one still not return, the process leaves now, with its exit code, rather than
+        abort in the interpreter's teardown.
+        """
+        self._stop.set()
+        thread = self._thread
+        if thread is None or thread is threading.current_thread():
+            return
+        limit = self.timeout_s + 10 * self.poll_s + 5
+        if self._store_lock.acquire(timeout=limit):
+            self._store_lock.release()  # the thread sees the stop flag before its next store call
+            thread.join(timeout=limit)
+        if thread.is_alive():
+            self._say(f"rank {self.rank}: the watchdog thread did not stop within {limit:.0f} s (a store "
+                      "call that does not return); leaving without the interpreter's teardown")
+            _flush_standard_streams()
+            _real_os_exit(code if code or not self._failed_here else 1)
+
     def record_failure(self, message: str) -> str:
         """Record ``message`` as the failure unless another rank was first; return the recorded one."""
         self._failed_here = True
@@ -144,7 +175,8 @@ class FailFast:
     def _excepthook(self, exc_type, exc, tb) -> None:
         summary = "".join(traceback.format_exception_only(exc_type, exc)).strip().splitlines()
         detail = summary[-1] if summary else exc_type.__name__
-        if _looks_like_lost_peer(detail):
+        if _looks_like_lost_peer(detail) and not self._stopping.is_set():
+            self._stop_for_lost_peer(detail)  # returns only when no dead peer can be named
             detail = f"a collective lost a peer, which probably died first ({detail[:200]})"
         message = f"rank {self.rank} failed: {detail}"
         if self._stopping.is_set():  # the watchdog is already ending this rank because of another one,
@@ -163,6 +195,63 @@ class FailFast:
         self._say(f"{message}; the other ranks are told to stop")
         write_torchelastic_error_file(f"{message} (exit code 1)",
                                       "".join(traceback.format_exception(exc_type, exc, tb)))
+
+    def _stop_for_lost_peer(self, detail: str) -> None:
+        """A collective broke because a peer vanished: name the rank that died, and stop because of it.
+
+        The dead rank reported nothing (killed by a signal, or crashed in native code), so its failure is
+        recorded here in its name: every rank then says which rank died, and this one exits with
+        ``EXIT_PEER_FAILED`` instead of blaming itself. Returns when no dead rank can be found.
+        """
+        try:
+            recorded = self._failure()  # the peer may have reported its own failure after all
+            dead = [] if recorded else self._dead_peers()
+        except Exception:  # noqa: BLE001 - the store is gone with its host
+            if self.store_host is None or self.store_host == self.rank:
+                return
+            self._leave(f"rank {self.rank} stops because rank {self.store_host} failed: its process ended "
+                        f"without reporting an error (the store it served stopped answering); rank "
+                        f"{self.rank} lost it in a collective ({detail[:200]})")
+        if not recorded:
+            if not dead:
+                return
+            ranks = ", ".join(map(str, dead))
+            message = (f"rank {dead[0]} failed: its process ended without reporting an error (killed by "
+                       f"a signal, e.g. for lack of memory, or crashed in native code; ended: rank(s) "
+                       f"{ranks}); rank {self.rank} lost it in a collective ({detail[:200]})")
+            try:
+                recorded = self.store.compare_set(self.failed_key, "", message)
+                recorded = recorded.decode() if isinstance(recorded, bytes) else str(recorded)
+            except Exception:  # noqa: BLE001 - say it anyway
+                recorded = message
+        self._stop_because(recorded, f"rank {self.rank} stops")
+
+    def _dead_peers(self) -> list:
+        """Ranks whose process has ended although they did not report themselves done.
+
+        On this machine the kernel says so at once; a rank on another machine counts as dead once its
+        heartbeat has not moved for ``2.5 x heartbeat_s`` (looked at for up to ``DEAD_PEER_WAIT_S``).
+        """
+        others = [r for r in range(self.world_size) if r != self.rank]
+        pids = {r: self._local_pid(r) for r in others}
+        first_beats: dict = {}
+        deadline = time.monotonic() + DEAD_PEER_WAIT_S
+        while True:
+            running = [r for r in others if not self.store.check([f"{self.done_prefix}{r}"])]
+            dead = [r for r in running if pids[r] is not None and process_state(pids[r]) != "running"]
+            if dead:
+                return dead
+            now = time.monotonic()
+            for other in (r for r in running if pids[r] is None):
+                beats = self.store.add(f"{self.heartbeat_prefix}{other}", 0)
+                last, since = first_beats.setdefault(other, (beats, now))
+                if beats != last:
+                    first_beats[other] = (beats, now)
+                elif now - since > 2.5 * self.heartbeat_s:
+                    dead.append(other)
+            if dead or now > deadline:
+                return dead
+            time.sleep(min(self.poll_s, 0.1))
 
     def _sys_exit(self, status=None):
         # Not in a forked child (a data-loading worker sharing the store's socket), nor in a thread, which
@@ -203,21 +292,29 @@ class FailFast:
         heartbeat_key = f"{self.heartbeat_prefix}{self.rank}"
         next_check = next_beat = time.monotonic()
         while not self._stop.wait(self.poll_s):
-            try:
-                if time.monotonic() >= next_beat:
-                    self.store.add(heartbeat_key, 1)
-                    next_beat = time.monotonic() + self.heartbeat_s
-                failure = self._failure()
-                if failure and not self._failed_here:
-                    self._stop_because(failure, f"rank {self.rank} stops")
-                if self.rank == 0 and time.monotonic() >= next_check:
-                    next_check = time.monotonic() + self.heartbeat_s
-                    self._check_heartbeats()
-            except Exception as error:  # noqa: BLE001 - any store error means the rendezvous is gone
-                if self._stop.is_set() or self._failed_here:
+            with self._store_lock:  # see _stop_thread: no store call may start once the stop is set
+                if self._stop.is_set():
                     return
-                self._leave(f"rank {self.rank} lost contact with the other workers (the rendezvous store "
-                            f"stopped answering: {error}); a worker or its launcher died")
+                try:
+                    if time.monotonic() >= next_beat:
+                        self.store.add(heartbeat_key, 1)
+                        next_beat = time.monotonic() + self.heartbeat_s
+                    failure = self._failure()
+                    if failure and not self._failed_here:
+                        self._stop_because(failure, f"rank {self.rank} stops")
+                    if self.rank == 0 and time.monotonic() >= next_check:
+                        next_check = time.monotonic() + self.heartbeat_s
+                        self._check_heartbeats()
+                except Exception as error:  # noqa: BLE001 - any store error means the rendezvous is gone
+                    if self._stop.is_set() or self._failed_here:
+                        return
+                    self._leave(f"rank {self.rank} lost contact with the other workers (the rendezvous "
+                                f"store stopped answering: {error}); {self._store_loss_cause()}")
+
+    def _store_loss_cause(self) -> str:
+        if self.store_host is not None and self.store_host != self.rank:
+            return f"rank {self.store_host}, whose process serves the store, died"
+        return "a worker or its launcher died"
 
     def _check_heartbeats(self) -> None:
         now = time.monotonic()
@@ -241,6 +338,7 @@ class FailFast:
                 self._stop_because(failure, f"rank {self.rank} exits with an error")
             self._check_heartbeats()
             time.sleep(self.poll_s)
+        self.all_done = self.store.add(self.exited_key, 0) >= self.world_size
 
     def _stop_because(self, failure: str, what: str) -> None:
         """Acknowledge another rank's failure, let its process end first, then leave with EXIT_PEER_FAILED."""
@@ -328,6 +426,14 @@ class FailFast:
         stream = self.stream or sys.stderr
         stream.write(f"speechkit.distributed: {message}\n")
         stream.flush()
+
+
+def _flush_standard_streams() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # noqa: BLE001 - a closed stream has nothing to flush
+            pass
 
 
 def _is_failure(code: int) -> bool:

@@ -18,6 +18,7 @@ Example:
 from __future__ import annotations
 
 import atexit
+import gc
 import logging
 import os
 import sys
@@ -30,6 +31,7 @@ from speechkit.distributed.env import (
     resolve_context,
     started_by_multiprocess_launcher,
 )
+from speechkit.distributed.rendezvous import close_file_store, join_file_store
 from speechkit.errors import DistributedError
 
 logger = logging.getLogger(__name__)
@@ -40,6 +42,8 @@ class _Runtime:
 
     context: Optional[DistributedContext] = None
     watchdog = None
+    #: ``(init_method, FileStore)`` of a ``file://`` rendezvous (rank 0 removes the file at exit)
+    file_store = None
     #: The run options parsed from this process's command line (for an implicit ``init``).
     run_opts = None
 
@@ -147,14 +151,29 @@ def refuse_unknown_place(name: str) -> None:
 
 
 def shutdown() -> None:
-    """Leave the process group cleanly (also run at exit): report this rank done, then destroy the group."""
-    if _Runtime.watchdog is not None:
-        _Runtime.watchdog.shutdown()
-        _Runtime.watchdog = None
+    """Tear the distributed state down in order (also run at exit, on every path that runs ``atexit``).
+
+    1. stop the fail-fast watchdog's thread (it must be out of every store call before the interpreter
+       ends: a daemon thread inside C++ at that moment aborts the process), report this rank done, and on
+       rank 0 wait for the others;
+    2. destroy the process group;
+    3. rank 0 of a ``file://`` rendezvous, once every rank is done, marks the file closed and removes it;
+    4. drop the last references to the store, so that its C++ object goes while the interpreter is whole.
+    """
+    watchdog, _Runtime.watchdog = _Runtime.watchdog, None
+    if watchdog is not None:
+        watchdog.shutdown()
     import torch.distributed as torch_dist
 
     if torch_dist.is_available() and torch_dist.is_initialized():
         torch_dist.destroy_process_group()
+    file_store, _Runtime.file_store = _Runtime.file_store, None
+    if file_store is not None and watchdog is not None and watchdog.rank == 0 and watchdog.all_done:
+        close_file_store(*file_store)
+    if watchdog is not None:
+        watchdog.store = None
+    del file_store, watchdog
+    gc.collect()
     _Runtime.context = None
 
 
@@ -172,13 +191,22 @@ def _join_process_group(ctx: DistributedContext) -> None:
         kwargs = {}
         if ctx.backend == "nccl":
             kwargs["device_id"] = torch.device(ctx.device)
+        if ctx.init_method.startswith("file://"):
+            # checked, bounded by the timeout, and removed at exit (torch's FileStore alone waits silently)
+            store = join_file_store(ctx.init_method, ctx.rank, ctx.world_size, ctx.timeout_s)
+            _Runtime.file_store = (ctx.init_method, store)
+            kwargs["store"] = store
+        else:
+            kwargs["init_method"] = ctx.init_method
+        atexit.register(shutdown)
         try:
-            torch_dist.init_process_group(ctx.backend, init_method=ctx.init_method, rank=ctx.rank,
-                                          world_size=ctx.world_size, timeout=timedelta(seconds=ctx.timeout_s),
-                                          **kwargs)
+            torch_dist.init_process_group(ctx.backend, rank=ctx.rank, world_size=ctx.world_size,
+                                          timeout=timedelta(seconds=ctx.timeout_s), **kwargs)
         except Exception as error:
+            hint = (" (a file:// rendezvous file of an earlier run names processes that are gone: delete it)"
+                    if "refused" in str(error).lower() and _Runtime.file_store else "")
             raise DistributedError(f"rank {ctx.rank}/{ctx.world_size}: cannot join the process group via "
-                                   f"{ctx.init_method} ({ctx.launcher}): {error}") from error
+                                   f"{ctx.init_method} ({ctx.launcher}): {error}{hint}") from error
     _start_watchdog(ctx)
 
 
@@ -197,6 +225,13 @@ def _start_watchdog(ctx: DistributedContext) -> None:
     # A token fresh for this run keeps keys of an earlier attempt (torchrun restart, reused file://) apart.
     token = [os.urandom(6).hex() if ctx.is_main else None]
     torch_dist.broadcast_object_list(token, src=0)
-    _Runtime.watchdog = FailFast(store, ctx.rank, ctx.world_size, token[0], ctx.timeout_s)
+    _Runtime.watchdog = FailFast(store, ctx.rank, ctx.world_size, token[0], ctx.timeout_s,
+                                 store_host=_store_host(ctx))
     _Runtime.watchdog.start(register_atexit=False)
-    atexit.register(shutdown)
+
+
+def _store_host(ctx: DistributedContext):
+    """The rank whose process serves the c10d store: rank 0 unless torchrun's agent or a file serves it."""
+    if ctx.init_method.startswith("file://") or ctx.launcher in ("torchrun", "torch.distributed.launch"):
+        return None
+    return 0
