@@ -206,12 +206,10 @@ class FailFast:
         try:
             recorded = self._failure()  # the peer may have reported its own failure after all
             dead = [] if recorded else self._dead_peers()
-        except Exception:  # noqa: BLE001 - the store is gone with its host
+        except Exception as error:  # noqa: BLE001 - the store is gone with its host
             if self.store_host is None or self.store_host == self.rank:
                 return
-            self._leave(f"rank {self.rank} stops because rank {self.store_host} failed: its process ended "
-                        f"without reporting an error (the store it served stopped answering); rank "
-                        f"{self.rank} lost it in a collective ({detail[:200]})")
+            self._leave(self._store_lost(str(error)))
         if not recorded:
             if not dead:
                 return
@@ -308,13 +306,15 @@ class FailFast:
                 except Exception as error:  # noqa: BLE001 - any store error means the rendezvous is gone
                     if self._stop.is_set() or self._failed_here:
                         return
-                    self._leave(f"rank {self.rank} lost contact with the other workers (the rendezvous "
-                                f"store stopped answering: {error}); {self._store_loss_cause()}")
+                    self._leave(self._store_lost(str(error)))
 
-    def _store_loss_cause(self) -> str:
+    def _store_lost(self, error: str) -> str:
+        """What to say when the store stops answering: its host died (named when it is a rank)."""
         if self.store_host is not None and self.store_host != self.rank:
-            return f"rank {self.store_host}, whose process serves the store, died"
-        return "a worker or its launcher died"
+            return (f"rank {self.rank} stops because rank {self.store_host} failed: its process ended without "
+                    f"reporting an error (the rendezvous store it served stopped answering: {error[:200]})")
+        return (f"rank {self.rank} lost contact with the other workers (the rendezvous store stopped "
+                f"answering: {error[:200]}); a worker or its launcher died")
 
     def _check_heartbeats(self) -> None:
         now = time.monotonic()

@@ -5,6 +5,8 @@ import re
 
 import pytest
 
+from speechkit.distributed import EXIT_PEER_FAILED
+
 pytestmark = pytest.mark.slow
 
 # Far below the 300 s collective timeout that a hang would take; generous for a loaded 2-core CI machine.
@@ -26,18 +28,24 @@ def test_explicit_workers_one_raises_mid_epoch(tmp_path, processes, make_env, ge
     assert not (tmp_path / "rank0.json").exists()
 
 
-def test_explicit_workers_one_killed(tmp_path, processes, make_env, get_port, plain_worker):
+@pytest.mark.parametrize("killed", [1, 0])
+def test_explicit_workers_one_killed_the_survivor_names_it(tmp_path, processes, make_env, get_port, plain_worker,
+                                                           killed):
     env = make_env(MASTER_ADDR="127.0.0.1", MASTER_PORT=get_port())
     group = processes(timeout=LIMIT_S + 30)
     for worker_id in (0, 1):
         group.start(plain_worker + ["--worker-id", str(worker_id), "--num-workers", "2",
                                     "--distributed_timeout_s", "30", "--", "c.yaml", "--out_dir",
-                                    str(tmp_path), "--steps", "40", "--step_sleep", "0.2", "--fail_rank", "1",
-                                    "--fail_step", "3", "--fail_mode", "kill"], env)
-    (code0, out0, secs0), (code1, _, _) = group.wait()
-    assert code1 == -9
-    assert code0 != 0 and "rank 0 failed" in out0 and "probably died" in out0, out0
-    assert secs0 < LIMIT_S
+                                    str(tmp_path), "--steps", "40", "--step_sleep", "0.2", "--fail_rank",
+                                    str(killed), "--fail_step", "3", "--fail_mode", "kill"], env)
+    results = group.wait()
+    survivor = 1 - killed
+    (code, out, secs), (killed_code, _, _) = results[survivor], results[killed]
+    assert killed_code == -9
+    assert code == EXIT_PEER_FAILED, out
+    assert f"rank {survivor} stops because rank {killed} failed: its process ended" in out, out
+    assert f"rank {survivor} failed" not in out, out  # the survivor does not blame itself
+    assert secs < LIMIT_S
 
 
 def test_self_spawning_launcher_names_the_failed_worker(tmp_path, processes, make_env, plain_worker):
