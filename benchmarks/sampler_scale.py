@@ -9,6 +9,10 @@ cost more than the budget alone are left out. For each world size the table give
 
 * steps: batches per rank in the epoch (equal on every rank by construction);
 * fill mean / min: padded cost of a batch (items x longest item) over ``max_batch_length``, over all ranks;
+* real fill: the items' own total length over ``steps x world size x max_batch_length``, the share of the
+  budget that holds audio rather than padding. It is the same for every plan that uses each item once in
+  that many whole steps, so a ``fill mean`` below one process's with ``real fill`` as low comes from rounding
+  the epoch up to whole steps, not from packing;
 * spread: the largest ratio, over the steps, of the longest to the shortest padded cost among a step's
   batches (how long the fastest rank of a step waits for the slowest), the number of steps where it
   exceeds 1.2, and the largest ratio of the longest items (the padded time axis);
@@ -70,7 +74,9 @@ def step_figures(steps: list, lengths: np.ndarray, budget: float) -> dict:
     longest = np.maximum.reduceat(lengths[flat], starts)
     padded = (sizes * longest).reshape(len(steps), -1)
     longest = longest.reshape(len(steps), -1)
+    content = float(lengths[flat].sum())
     return {"steps": len(steps), "fill_mean": float(padded.mean() / budget),
+            "fill_real": content / (padded.size * budget),  # the same for any plan of these many steps
             "fill_min": float(padded.min() / budget),
             "spread": float((padded.max(axis=1) / padded.min(axis=1)).max()),
             "uneven_steps": int(np.count_nonzero(padded.max(axis=1) > 1.2 * padded.min(axis=1))),
@@ -130,8 +136,8 @@ def main(argv=None) -> int:
           f"mean {lengths.mean():.2f} s, max {lengths.max():.1f} s), "
           f"max_batch_length {args.max_batch_length:g}, default buckets, seed {args.seed}, "
           f"epoch {args.epoch}")
-    header = ["world size", "steps", "fill mean", "fill min", "spread", "steps > 1.2", "length spread",
-              "plan s", "peak MB"]
+    header = ["world size", "steps", "fill mean", "real fill", "fill min", "spread", "steps > 1.2",
+              "length spread", "plan s", "peak MB"]
     if old:
         header += [f"{args.baseline}: steps", "fill mean", "fill min", "spread", "plan s", "peak MB",
                    "fill ratio"]
@@ -142,7 +148,8 @@ def main(argv=None) -> int:
             raise RuntimeError(f"world size {row['world_size']}: {row['items']} items planned, "
                                f"{row['distinct']} distinct, {len(lengths)} in the epoch")
         cells = [f"{row['world_size']:,}", f"{row['steps']:,}", f"{row['fill_mean']:.3f}",
-                 f"{row['fill_min']:.3f}", f"{row['spread']:.3f}", f"{row['uneven_steps']:,}",
+                 f"{row['fill_real']:.3f}", f"{row['fill_min']:.3f}", f"{row['spread']:.3f}",
+                 f"{row['uneven_steps']:,}",
                  f"{row['length_spread']:.2f}",
                  f"{row['plan_s']:.2f}", f"{row['peak_mb']:.0f}"]
         if old:

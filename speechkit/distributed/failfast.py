@@ -16,9 +16,13 @@ build no transport of our own):
   (``processes.write_torchelastic_error_file`` also gives torchrun its message and traceback);
 - watchdogs bump a heartbeat counter; rank 0 records a failure for a rank whose counter stops moving for the
   collective timeout (a killed or frozen process);
+- a rank whose collective breaks because a peer vanished (killed, or crashed in native code, so it recorded
+  nothing) records the failure in the name of the rank whose process ended, and stops because of it;
 - a store that stops answering means its host (rank 0 or the launcher) died: leave with an error too;
 - at a clean exit every rank reports itself done, and rank 0 (which usually hosts the store) waits for the
-  others before leaving so that nobody mistakes its normal exit for a failure.
+  others before leaving so that nobody mistakes its normal exit for a failure. The watchdog thread is out of
+  every store call before that (see ``_stop_thread``): a daemon thread inside C++ when the interpreter ends
+  aborts the process.
 
 Example:
     >>> watchdog = FailFast(store, rank=1, world_size=2, run_token="3f2a", timeout_s=300)  # doctest: +SKIP
@@ -311,8 +315,9 @@ class FailFast:
     def _store_lost(self, error: str) -> str:
         """What to say when the store stops answering: its host died (named when it is a rank)."""
         if self.store_host is not None and self.store_host != self.rank:
-            return (f"rank {self.rank} stops because rank {self.store_host} failed: its process ended without "
-                    f"reporting an error (the rendezvous store it served stopped answering: {error[:200]})")
+            return (f"rank {self.rank} stops because rank {self.store_host} failed: its process ended "
+                    f"without reporting an error (the rendezvous store it served stopped answering: "
+                    f"{error[:200]})")
         return (f"rank {self.rank} lost contact with the other workers (the rendezvous store stopped "
                 f"answering: {error[:200]}); a worker or its launcher died")
 

@@ -29,8 +29,8 @@ def test_explicit_workers_one_raises_mid_epoch(tmp_path, processes, make_env, ge
 
 
 @pytest.mark.parametrize("killed", [1, 0])
-def test_explicit_workers_one_killed_the_survivor_names_it(tmp_path, processes, make_env, get_port, plain_worker,
-                                                           killed):
+def test_explicit_workers_one_killed_the_survivor_names_it(tmp_path, processes, make_env, get_port,
+                                                           plain_worker, killed):
     env = make_env(MASTER_ADDR="127.0.0.1", MASTER_PORT=get_port())
     group = processes(timeout=LIMIT_S + 30)
     for worker_id in (0, 1):
