@@ -33,7 +33,7 @@ def test_a_store_call_that_never_returns_ends_the_process_with_its_code(tmp_path
 
 def test_short_two_process_runs_never_abort_at_exit(tmp_path, processes, make_env, get_port, plain_worker):
     # several pairs at once: the load under which an exit abort was seen (1 run in 17)
-    runs, at_once = 12, 3
+    runs, at_once = 6, 3
     for start in range(0, runs, at_once):
         group = processes(timeout=240)
         for run in range(start, start + at_once):
