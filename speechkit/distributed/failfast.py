@@ -208,8 +208,9 @@ class FailFast:
         ``EXIT_PEER_FAILED`` instead of blaming itself. Returns when no dead rank can be found.
         """
         try:
-            recorded = self._failure()  # the peer may have reported its own failure after all
-            dead = [] if recorded else self._dead_peers()
+            dead = [] if self._failure() else self._dead_peers()
+            # a rank that fails with an error records it before its process ends: read the record after
+            recorded = self._failure()
         except Exception as error:  # noqa: BLE001 - the store is gone with its host
             if self.store_host is None or self.store_host == self.rank:
                 return
@@ -229,7 +230,8 @@ class FailFast:
         self._stop_because(recorded, f"rank {self.rank} stops")
 
     def _dead_peers(self) -> list:
-        """Ranks whose process has ended although they did not report themselves done.
+        """Ranks whose process has ended although they did not report themselves done (none once a
+        failure is recorded: a rank that fails with an error records it before it ends).
 
         On this machine the kernel says so at once; a rank on another machine counts as dead once its
         heartbeat has not moved for ``2.5 x heartbeat_s`` (looked at for up to ``DEAD_PEER_WAIT_S``).
@@ -238,7 +240,7 @@ class FailFast:
         pids = {r: self._local_pid(r) for r in others}
         first_beats: dict = {}
         deadline = time.monotonic() + DEAD_PEER_WAIT_S
-        while True:
+        while not self.store.check([self.failed_key]):
             running = [r for r in others if not self.store.check([f"{self.done_prefix}{r}"])]
             dead = [r for r in running if pids[r] is not None and process_state(pids[r]) != "running"]
             if dead:
@@ -254,6 +256,7 @@ class FailFast:
             if dead or now > deadline:
                 return dead
             time.sleep(min(self.poll_s, 0.1))
+        return []
 
     def _sys_exit(self, status=None):
         # Not in a forked child (a data-loading worker sharing the store's socket), nor in a thread, which
