@@ -237,7 +237,9 @@ class FailFast:
         heartbeat has not moved for ``2.5 x heartbeat_s`` (looked at for up to ``DEAD_PEER_WAIT_S``).
         """
         others = [r for r in range(self.world_size) if r != self.rank]
-        pids = {r: self._local_pid(r) for r in others}
+        # (a rank without a process record is looked at through its heartbeat: get() would wait for it)
+        pids = {r: self._local_pid(r) if self.store.check([f"{self.process_prefix}{r}"]) else None
+                for r in others}
         first_beats: dict = {}
         deadline = time.monotonic() + DEAD_PEER_WAIT_S
         while not self.store.check([self.failed_key]):
