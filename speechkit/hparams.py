@@ -19,6 +19,7 @@ import io
 import os
 import pydoc
 import re
+import tempfile
 from typing import Any, Optional, Union
 
 import ruamel.yaml
@@ -58,9 +59,17 @@ def load_hparams(
     """
     path = os.fspath(path)
     objects: list = []
-    text = resolve_hparams_text(path, overrides, run_opts, objects)
-    if guard is not None:
-        guard.check(text)
+    # hyperpyyaml reads an included file itself and writes it back before building: it gets a copy
+    # without comments (see _drop_comments), which lives until the objects are built.
+    with tempfile.TemporaryDirectory(prefix="speechkit-includes-") as include_folder:
+        text = resolve_hparams_text(path, overrides, run_opts, objects, include_folder=include_folder)
+        if guard is not None:
+            guard.check(text)
+        return _build(path, text, objects, guard)
+
+
+def _build(path: str, text: str, objects: list, guard: Any) -> dict:
+    """Run hyperpyyaml on the checked ``text``; name the key of a failing constructor."""
     try:
         loader = _naming_failures(guard.loader if guard is not None else ruamel.yaml.Loader)
         with guard.building() if guard is not None else contextlib.nullcontext():
@@ -114,11 +123,15 @@ def _naming_failures(base: type) -> type:
 
 
 def resolve_hparams_text(
-    path: str, overrides: Union[dict, str, None] = None, run_opts: Any = None, objects: Optional[list] = None
+    path: str, overrides: Union[dict, str, None] = None, run_opts: Any = None, objects: Optional[list] = None,
+    include_folder: Optional[str] = None,
 ) -> str:
     """Check ``path``, apply ``overrides``; return YAML text ready for hyperpyyaml (includes made absolute).
 
     This is the text :func:`~speechkit.experiment.create_experiment_directory` records as the run's hparams.
+    Comments are left out (they could change what a second reading builds: see :func:`_drop_comments`).
+    With ``include_folder``, each ``!include:`` names a copy of the included file written there, with its
+    overrides applied and without comments, instead of the file itself.
     """
     tree = _read_tree(path)
     if not isinstance(tree, dict):
@@ -140,10 +153,36 @@ def resolve_hparams_text(
         "",
         None,
         objects if objects is not None else [],
+        include_folder,
     )
+    _drop_comments(tree)
     stream = io.StringIO()
     _round_trip().dump(tree, stream)
     return stream.getvalue()
+
+
+def _drop_comments(node: Any) -> None:
+    """Remove every comment from a round-trip tree, in place.
+
+    ruamel.yaml keeps a comment that follows a tag (``- !new:a.B   # why``) as the comment before the
+    tagged collection's first entry and writes it back where a second reading attaches it elsewhere, which
+    turns ``!new:a.B`` plus its arguments into a plain mapping. hyperpyyaml reads the text once more, so the
+    text handed to it carries no comments (the file as written is kept beside it: see
+    :func:`speechkit.experiment.create_experiment_directory`).
+    """
+    comments = getattr(node, "ca", None)
+    if comments is not None:
+        comments.comment = None
+        comments.items.clear()
+        comments.end = []
+        if comments.pre is not None:
+            comments.pre = []
+    if isinstance(node, dict):
+        for value in node.values():
+            _drop_comments(value)
+    elif isinstance(node, list):
+        for value in node:
+            _drop_comments(value)
 
 
 def _round_trip() -> ruamel.yaml.YAML:
@@ -271,7 +310,8 @@ def _tag(node: Any) -> str:
 
 
 def _check_tree(
-    node: Any, root: dict, path: str, base_dir: str, key: str, line: Optional[int], objects: list
+    node: Any, root: dict, path: str, base_dir: str, key: str, line: Optional[int], objects: list,
+    include_folder: Optional[str] = None,
 ) -> None:
     """Walk the tree: check references and imports; make include paths absolute."""
     tag = _tag(node)
@@ -302,12 +342,15 @@ def _check_tree(
         if isinstance(inner, dict):
             inner_overrides = {k: v for k, v in node.items()} if isinstance(node, dict) else {}
             _apply_overrides(inner, inner_overrides, absolute, prefix=f"{key}.")
-            _check_tree(inner, inner, absolute, os.path.dirname(absolute), "", None, objects)
+            _check_tree(inner, inner, absolute, os.path.dirname(absolute), "", None, objects, include_folder)
+            if include_folder is not None:
+                absolute = _write_include_copy(inner, absolute, include_folder)
         node.yaml_set_ctag(ruamel.yaml.comments.Tag(suffix=f"!include:{absolute}"))
     if isinstance(node, dict):
         for sub_key, sub_node in node.items():
             dotted = f"{key}.{sub_key}" if key else str(sub_key)
-            _check_tree(sub_node, root, path, base_dir, dotted, _line_of(node, sub_key) or line, objects)
+            _check_tree(sub_node, root, path, base_dir, dotted, _line_of(node, sub_key) or line, objects,
+                        include_folder)
     elif isinstance(node, list):
         for index, sub_node in enumerate(node):
             sub_line = line
@@ -315,7 +358,16 @@ def _check_tree(
                 sub_line = node.lc.item(index)[0] + 1
             except (AttributeError, KeyError, TypeError):
                 pass
-            _check_tree(sub_node, root, path, base_dir, f"{key}[{index}]", sub_line, objects)
+            _check_tree(sub_node, root, path, base_dir, f"{key}[{index}]", sub_line, objects, include_folder)
+
+
+def _write_include_copy(tree: dict, original: str, folder: str) -> str:
+    """Write ``tree`` (an included file, checked) without comments into ``folder``; return the copy's path."""
+    _drop_comments(tree)
+    copy = os.path.join(folder, f"{len(os.listdir(folder))}-{os.path.basename(original)}")
+    with open(copy, "w", encoding="utf-8") as handle:
+        _round_trip().dump(tree, handle)
+    return copy
 
 
 def _raised_at(traceback: Any) -> str:
