@@ -287,14 +287,49 @@ def _check_override_type(current: Any, value: Any, path: str, dotted: str, line:
     if _tag(current) or _tag(value) or current is None:
         return
     if isinstance(current, bool):
-        fits = isinstance(value, bool) or value in (0, 1)
+        fits, kind = isinstance(value, bool) or value in (0, 1), "bool"
     elif isinstance(current, (int, float)):
         fits = isinstance(value, (int, float)) and not isinstance(value, bool)
+        kind = "int" if isinstance(current, int) else "float"
     else:
         return
+    if value is None and (fits or _documents_null(path, line)):
+        return
     if not fits:
+        unset = ""
+        if value is None:
+            name = dotted.rsplit(".", 1)[-1]
+            unset = (f"; null is taken for a {kind} key whose comment in the YAML (on its line or the lines "
+                     f"just above) says what null means, e.g. '{name}: {current}  # null: no limit'")
         raise HparamsError(f"{where}: override '{dotted}' = {value!r} does not fit the key's "
-                           f"{type(current).__name__} value {current!r}")
+                           f"{kind} value {current!r}{unset}")
+
+
+_NULL_WORD = re.compile(r"\bnull\b")
+
+
+def _documents_null(path: str, line: Optional[int]) -> bool:
+    """Whether the comment on line ``line`` of ``path``, or the comment lines just above it, mention ``null``.
+
+    That is how a YAML file says a number key may be unset (``trim_margin: 0.1  # null reads the audio
+    whole``), so ``--trim_margin null`` is taken for it and refused for the others.
+    """
+    if not line:
+        return False
+    try:
+        with open(path, encoding="utf-8") as handle:
+            lines = handle.read().splitlines()
+    except OSError:
+        return False
+    if line > len(lines):
+        return False
+    own = lines[line - 1]
+    comments = [own[own.index(" #"):]] if " #" in own else []
+    above = line - 2
+    while above >= 0 and lines[above].lstrip().startswith("#"):
+        comments.append(lines[above])
+        above -= 1
+    return any(_NULL_WORD.search(comment) for comment in comments)
 
 
 def _tagged_mapping(tag: str) -> ruamel.yaml.comments.CommentedMap:

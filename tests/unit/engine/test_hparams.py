@@ -170,3 +170,26 @@ def test_value_a_constructor_rejects_names_the_key_that_builds_it(tmp_path):
         load_hparams(path)
     assert "two.yaml: !new:torch.nn.Linear raised TypeError" in str(info.value)
     assert f"(used by key 'a' ({path}, line 1); key 'b' ({path}, line 2))" in str(info.value)
+
+
+def test_null_from_the_command_line_unsets_a_number_key_the_yaml_documents_as_nullable(tmp_path):
+    from speechkit.run_options import parse_arguments
+
+    path = write(tmp_path / "hp.yaml", """\
+        max_duration: 15.0  # seconds
+        # Silence around the speech, in seconds;
+        # null reads the recordings whole.
+        trim_margin: 0.1
+        beam: 4  # null: greedy decoding
+        lr: 0.5
+        """)
+    _, run_opts, overrides = parse_arguments([str(path), "--trim_margin", "null", "--beam", "null"])
+    hparams = load_hparams(path, overrides, run_opts=run_opts)
+    assert hparams["trim_margin"] is None and hparams["beam"] is None and hparams["lr"] == 0.5
+    # A key whose comment says nothing of null keeps refusing it, and the message says how to allow it.
+    _, run_opts, overrides = parse_arguments([str(path), "--lr", "null"])
+    with pytest.raises(HparamsError, match=r"hp\.yaml, line 6: override 'lr' = None does not fit the key's "
+                                           r"float value 0\.5; null is taken .* e\.g\. 'lr: 0\.5  # null: "):
+        load_hparams(path, overrides, run_opts=run_opts)
+    with pytest.raises(HparamsError, match=r"line 1: override 'max_duration' = None"):
+        load_hparams(path, {"max_duration": None})
