@@ -41,6 +41,7 @@ from speechkit.engine.accumulation import (
     total_optimizer_steps,
 )
 from speechkit.engine.device_speed import build_optimizer, is_cuda, loader_options_for
+from speechkit.engine.early_stopping import EarlyStopping
 from speechkit.engine.loaders import batch_items, build_loader, describe_data, move_to
 from speechkit.engine.modules import (
     freeze_modules,
@@ -139,6 +140,7 @@ class Brain:
         self._last_ckpt_clock = time.monotonic()
         self._last_in_epoch = False
         self._stop = False
+        self.early_stopping = EarlyStopping.from_options(self.run_opts)
 
     # --- recipe interface ---------------------------------------------------------------------------------
     def compute_forward(self, batch: Any, stage: Stage) -> Any:
@@ -292,6 +294,9 @@ class Brain:
         self.train_loader = self.make_dataloader(train_set, Stage.TRAIN, train_loader_kwargs)
         self._train_set_name = describe_data(train_set)
         self.valid_loader = self.make_dataloader(valid_set, Stage.VALID, valid_loader_kwargs)
+        if self.early_stopping is not None and self.valid_loader is None:
+            raise RunOptionsError("option 'early_stopping_patience' watches a validation value: fit() needs "
+                                  "a valid_set")
         self.epoch_counter = epoch_counter
         accumulation = resolve_accumulation(
             self.run_opts.grad_accumulation_factor,
@@ -423,15 +428,23 @@ class Brain:
                 self.valid_loader, Stage.VALID, epoch, before_hook=self._epoch_lr
             )
             meta = {"loss": loss, **(metrics or {})}
+        # Updated before the save, so that a resumed run counts the same epochs without improvement.
+        stop_early = self.early_stopping is not None and self.early_stopping.update(epoch, meta)
         if self.checkpointer is not None and self._checkpoint_saves() == self._saves_mark:
+            min_keys, max_keys = ["loss"], []
+            if self.early_stopping is not None:  # keep the best epoch by the watched value too
+                extra_min, max_keys = self.early_stopping.keep_keys()
+                min_keys += [key for key in extra_min if key not in min_keys]
             self.checkpointer.save_and_keep_only(
                 meta=_numbers(meta),
                 end_of_epoch=True,
                 num_to_keep=self.run_opts.ckpt_keep,
-                min_keys=["loss"],
+                min_keys=min_keys,
+                max_keys=max_keys,
                 epoch=epoch,
                 step=self.optimizer_steps,
             )
+        self._stop = self._stop or stop_early
         if self.preemption.requested():
             self._exit_preempted()
 
@@ -539,6 +552,7 @@ class Brain:
             "train_position": self.train_position,
             "train_stats": self.train_stats.state_dict(),
             "optimization": self.optimization.state_dict() if self.optimization else {},
+            "early_stopping": self.early_stopping.state_dict() if self.early_stopping else {},
         }
 
     def load_state_dict(self, state: dict) -> None:
@@ -547,6 +561,8 @@ class Brain:
         self.train_stats = StageStats()
         self.train_stats.load_state_dict(state["train_stats"])
         self._recovered_optimization = state.get("optimization", {})
+        if self.early_stopping is not None:
+            self.early_stopping.load_state_dict(state.get("early_stopping", {}))
         if self.optimization is not None:
             self.optimization.load_state_dict(self._recovered_optimization)
 

@@ -89,6 +89,20 @@ class RunOptions:
         "such steps (with clipping or several processes they are always checked).",
     )
     optimizer_step_limit: Optional[int] = _opt(None, "Stop training after this many optimizer steps.")
+    early_stopping_patience: Optional[int] = _opt(
+        None,
+        "Stop training when the validation value early_stopping_key has not improved for this many "
+        "epochs; the best epoch's checkpoint is kept. Default: off (train to the epoch or step limit).",
+    )
+    early_stopping_key: str = _opt(
+        "loss", "The validation value early stopping watches: loss, or a metric on_stage_end returns (WER)."
+    )
+    early_stopping_mode: str = _opt(
+        "min", "Whether lower (min) or higher (max) values of the key are better.", ("min", "max")
+    )
+    early_stopping_min_delta: float = _opt(
+        0.0, "An epoch counts as an improvement only when it beats the best value by more than this."
+    )
     # Checkpoints
     ckpt_interval_minutes: float = _opt(
         0.0, "Save an intra-epoch checkpoint every this many minutes; 0: off."
