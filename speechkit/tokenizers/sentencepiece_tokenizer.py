@@ -231,7 +231,13 @@ def _texts_from(source: Union[str, os.PathLike, Iterable[str]], text_field: str,
     if isinstance(source, (str, os.PathLike)):
         from speechkit.data.manifest import load_manifest
 
-        rows = load_manifest(source, replacements, check_files=False, require_duration=False)
+        from speechkit.data.fairseq_manifest import is_fairseq_manifest
+
+        if os.fspath(source).endswith(".tsv") and is_fairseq_manifest(source):
+            rows = load_manifest(source, check_files=False)  # labels from its .wrd/.ltr files
+        else:  # only the text is read: audio paths may keep their placeholders ($data_root)
+            rows = load_manifest(source, replacements, check_files=False, require_duration=False,
+                                 file_fields=())
         texts = []
         for data_id, row in rows.items():
             if text_field not in row:

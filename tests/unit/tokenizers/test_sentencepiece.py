@@ -96,3 +96,15 @@ def test_errors(tmp_path, manifest):
         tokenizer.decode([3, 40])
     with pytest.raises(DataError, match="no bos piece"):
         tokenizer.encode("HELLO", add_bos=True)
+
+
+def test_train_from_a_manifest_with_placeholders_needs_no_replacements(tmp_path, manifest):
+    """Only the transcripts are read: `$data_root` audio paths may stay unresolved (as in data.md)."""
+    path, texts = manifest
+    rows = json.loads(path.read_text())
+    for row in rows.values():
+        row["wav"] = "$data_root/" + row["wav"].rsplit("/", 1)[1]
+    placeholders = tmp_path / "train.json"
+    placeholders.write_text(json.dumps(rows))
+    tokenizer = SentencePieceTokenizer.train(placeholders, tmp_path / "tok", vocab_size=28, model_type="char")
+    assert tokenizer.decode(tokenizer.encode(texts[0])) == texts[0]
