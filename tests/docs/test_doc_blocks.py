@@ -15,6 +15,8 @@ import contextlib
 import doctest
 import json
 import os
+import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -67,9 +69,11 @@ def test_block_runs(block, page_state):
             f"{block.where}: a block without a language (or `text`) is output, but this one reads like a "
             "command: give it its language (```bash) so that it runs")
         pytest.skip("output, not code")
-    if block.skip:
-        pytest.skip(f"{block.where}: {block.skip}")
     folder, namespace = page_state["folder"], page_state["namespace"]
+    if block.skip:
+        if block.lang == "bash":
+            _check_named_files(command_lines(block.code), folder, block.where)
+        pytest.skip(f"{block.where}: {block.skip}")
     try:
         _run(block, folder, namespace)
     except Exception as error:
@@ -79,6 +83,7 @@ def test_block_runs(block, page_state):
     for regex, why in block.skip_lines:
         left_out = [line for line in command_lines(block.code) if regex.search(line)]
         assert left_out, f"{block.where}: skip-lines /{regex.pattern}/ matches no command"
+        _check_named_files(left_out, folder, block.where)
         print(f"{block.where}: left out ({why}): {' | '.join(left_out)}")
 
 
@@ -136,6 +141,30 @@ def _bash(code: str, folder: Path, where: str) -> None:
                              f"{error.stdout or ''}{error.stderr or ''}") from None
     assert result.returncode == 0, (f"{where}: exit status {result.returncode}:\n{code}\n--- stdout\n"
                                     f"{result.stdout[-4000:]}\n--- stderr\n{result.stderr[-4000:]}")
+
+
+_SCRIPT_OR_CONFIG = re.compile(r"[\w./-]+\.(py|yaml|sbatch|sh)")
+
+
+def _check_named_files(lines: list, folder: Path, where: str) -> None:
+    """The scripts and YAML files a command that is not run names exist (relative to the repository, the page's
+    folder, a ``cd`` before it, or the script before them, as ``recipes/X/train.py hparams/train.yaml``)."""
+    base, missing = Path("."), []
+    for line in lines:
+        words = shlex.split(line, comments=True)
+        if words[:1] == ["cd"] and len(words) > 1:
+            base = base / words[1]
+            continue
+        script_dir = Path(".")
+        for word in words:
+            if "$" in word or "<" in word or not _SCRIPT_OR_CONFIG.fullmatch(word):
+                continue
+            candidates = [root / place / word for root in (REPO, folder) for place in (base, script_dir)]
+            if not any(candidate.exists() for candidate in candidates):
+                missing.append(word)
+            elif word.endswith(".py"):
+                script_dir = base / Path(word).parent
+    assert not missing, f"{where}: names files that do not exist: {', '.join(missing)}"
 
 
 def _parse_json(code: str, where: str) -> None:
