@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import struct
 from pathlib import Path
-from typing import NamedTuple, Union
+from typing import NamedTuple, Optional, Union
 
 import numpy as np
 import torch
 
-from speechkit.errors import AudioError, JobError
+from speechkit.errors import AudioError, JobError, ManifestError
 from speechkit.jobs.registry import register_task
 from speechkit.jobs.tasks import Task, pad
 
@@ -47,9 +47,10 @@ class _PerItemTask(Task):
         return {**super().options, "padded_batches": self.padded_batches}
 
     def load(self, model, item_id: str, row: dict) -> torch.Tensor:
-        wav = super().load(model, item_id, row)
+        path = row[self.input_field(row)]
+        wav = model.load_audio(path)
         if wav.shape[0] == 0:  # a model's convolutions cannot take an empty input: say which item it is
-            raise AudioError(f"item '{item_id}': {row[self.audio_field]} holds no samples; drop it from the "
+            raise AudioError(f"item '{item_id}': {path} holds no samples; drop it from the "
                              f"manifest (the task '{self.name}' needs audio)")
         return wav
 
@@ -69,10 +70,31 @@ class SeparateTask(_PerItemTask):
     name = "separate"
     methods = ("separate_batch", "load_audio")
     suffix = ".wav"
+    #: The input fields tried in order when no ``audio_field`` is given: ``wav``, then ``mix_wav`` (the
+    #: mixture of a manifest ``speechkit mixtures`` writes, next to its ``s1_wav``, ``s2_wav``, ...).
+    MIXTURE_FIELDS = ("wav", "mix_wav")
+
+    def __init__(self, audio_field: Optional[str] = None, padded_batches: bool = False):
+        super().__init__(audio_field, padded_batches)
+
+    def input_field(self, row: dict) -> Optional[str]:
+        """The field of ``row`` holding the mixture: ``audio_field`` when given, else the first of
+        :data:`MIXTURE_FIELDS` the row has (None when it has none)."""
+        if self.audio_field is not None:
+            return self.audio_field if self.audio_field in row else None
+        return next((name for name in self.MIXTURE_FIELDS if name in row), None)
+
+    def check_row(self, item_id: str, row: dict, where: str) -> None:
+        if self.input_field(row) is None:
+            wanted = f"'{self.audio_field}'" if self.audio_field else " or ".join(
+                f"'{name}'" for name in self.MIXTURE_FIELDS)
+            raise ManifestError(f"{where}: item '{item_id}' has no field {wanted} (the mixture; choose the "
+                                "field with --audio-field)")
 
     @property
     def keep_fields(self) -> tuple:
-        return (self.audio_field,)  # the mixture's path, listed next to its sources in the merged manifest
+        # the mixture's path, listed next to its sources in the merged manifest
+        return (self.audio_field,) if self.audio_field else self.MIXTURE_FIELDS
 
     def run(self, model, inputs: list) -> list:
         results = []
@@ -104,7 +126,8 @@ class SeparateTask(_PerItemTask):
         for item_id, record in records.items():
             entry = {f"source{k + 1}": str(root / file["output"])
                      for k, file in enumerate(record_files(record))}
-            mixture = fields.get(item_id, {}).get(self.audio_field)
+            kept = fields.get(item_id, {})
+            mixture = next((kept[name] for name in self.keep_fields if name in kept), None)
             if mixture is not None:
                 entry["mixture"] = mixture
             rate = record["sample_rate"]

@@ -45,7 +45,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--flush-every", type=int, default=100, help="Append the ledger every N items...")
     parser.add_argument("--flush-seconds", type=float, default=30.0, help="...or every S seconds.")
     parser.add_argument("--audio-field", default=None, help="Manifest field of the input (default: wav; "
-                        "generate: mel, the mel array's .npy).")
+                        "separate: wav, else mix_wav as `speechkit mixtures` writes; generate: mel, the mel "
+                        "array's .npy).")
     parser.add_argument("--text-field", default="words", help="Manifest field of the reference text "
                         "(transcribe: the merge reports a WER when every item has one).")
     parser.add_argument("--layer", default=None, help="extract: the wav2vec 2.0 layer, a block index (0: "

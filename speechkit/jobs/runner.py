@@ -132,7 +132,8 @@ def run_job(config: JobConfig, environ=None) -> ShardResult:
                         break
                     for item_id, result in zip(batch, task.run(model, inputs.result())):
                         record = _write_output(task, folder, item_id, result)
-                        record["input_bytes"] = job_plan.input_size(data[item_id][task.audio_field])
+                        row = data[item_id]
+                        record["input_bytes"] = job_plan.input_size(row[task.input_field(row)])
                         ledger.record(item_id, record)
                     done_now += len(batch)
                     progress.update(len(batch))
@@ -173,7 +174,7 @@ def _check_inputs_unchanged(ledger, ids: list, data: dict, task, manifest: str) 
     for item_id in ids:
         recorded = ledger.done.get(item_id, {}).get("input_bytes")
         if recorded is not None:
-            now = job_plan.input_size(data[item_id][task.audio_field])
+            now = job_plan.input_size(data[item_id][task.input_field(data[item_id])])
             if now != recorded:
                 changed.append(f"'{item_id}' ({recorded} bytes when done, now {now})")
     if changed:
@@ -236,7 +237,7 @@ def _read_manifest(config: JobConfig, task) -> tuple:
     durations_raw, kept, inputs = {}, {}, {}
     for item_id, row in data.items():
         task.check_row(item_id, row, config.manifest)
-        inputs[item_id] = job_plan.input_identity(row[task.audio_field])
+        inputs[item_id] = job_plan.input_identity(row[task.input_field(row)])
         if "duration" not in row:
             raise ManifestError(f"{config.manifest}: item '{item_id}' has no 'duration' (needed to balance "
                                 "the shards and to batch by duration)")

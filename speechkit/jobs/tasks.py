@@ -67,9 +67,13 @@ class Task:
             raise JobError(f"{where}: the model's interface {type(model).__name__} has no "
                            f"{', '.join(missing)}, which the task '{self.name}' calls")
 
+    def input_field(self, row: dict) -> Optional[str]:
+        """The field of ``row`` that holds the item's input (``audio_field``; a task may look for it)."""
+        return self.audio_field
+
     def load(self, model, item_id: str, row: dict) -> torch.Tensor:
         """The model's input for one item: (time,) float32 at the model's rate."""
-        return model.load_audio(row[self.audio_field])
+        return model.load_audio(row[self.input_field(row)])
 
     def run(self, model, inputs: list) -> list:
         """Results for a batch of inputs, one per input, in order."""

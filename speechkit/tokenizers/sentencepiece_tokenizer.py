@@ -229,9 +229,8 @@ class SentencePieceTokenizer:
 def _texts_from(source: Union[str, os.PathLike, Iterable[str]], text_field: str,
                 replacements: Optional[dict]) -> list:
     if isinstance(source, (str, os.PathLike)):
-        from speechkit.data.manifest import load_manifest
-
         from speechkit.data.fairseq_manifest import is_fairseq_manifest
+        from speechkit.data.manifest import load_manifest
 
         if os.fspath(source).endswith(".tsv") and is_fairseq_manifest(source):
             rows = load_manifest(source, check_files=False)  # labels from its .wrd/.ltr files

@@ -1,5 +1,5 @@
-"""Every code block of README.md and docs/*.md runs as written: bash and Python blocks are executed, YAML blocks
-are built by the hyperparameter loader, JSON blocks are parsed.
+"""Every code block of README.md and docs/*.md runs as written: bash and Python blocks are executed, YAML
+blocks are built by the hyperparameter loader, JSON blocks are parsed.
 
 Each page runs in a folder of its own, in the order of its blocks (the Python blocks of a page share one
 namespace, as a reader's session would), with ``recipes/``, ``templates/``, ``tools/`` and ``benchmarks/``
@@ -147,8 +147,8 @@ _SCRIPT_OR_CONFIG = re.compile(r"[\w./-]+\.(py|yaml|sbatch|sh)")
 
 
 def _check_named_files(lines: list, folder: Path, where: str) -> None:
-    """The scripts and YAML files a command that is not run names exist (relative to the repository, the page's
-    folder, a ``cd`` before it, or the script before them, as ``recipes/X/train.py hparams/train.yaml``)."""
+    """The scripts and YAML files named by a command that is not run exist (relative to the repository, the
+    page's folder, a ``cd`` before it, or the script before them: ``recipes/X/train.py hparams/a.yaml``)."""
     base, missing = Path("."), []
     for line in lines:
         words = shlex.split(line, comments=True)
@@ -199,7 +199,8 @@ def test_skips_name_a_category_and_covered_blocks_name_an_existing_test():
     skipped = [block for block in BLOCKS if block.lang in RUNNABLE and block.skip]
     for block in skipped:
         if block.skip.startswith("covered:"):
-            named = [word.strip("`.,;()") for word in block.skip.split() if word.startswith(("tests/", "`tests/"))]
+            named = [word.strip("`.,;()") for word in block.skip.split()
+                     if word.startswith(("tests/", "`tests/"))]
             assert named and all((REPO / name.split("::")[0]).exists() for name in named), block.where
     print("\n".join(f"{block.where} [{block.lang}] {block.skip}" for block in skipped))
     runnable = [block for block in BLOCKS if block.lang in RUNNABLE]

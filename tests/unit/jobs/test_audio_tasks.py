@@ -197,3 +197,30 @@ def test_separate_command_keeps_files_of_one_name_apart(files, tmp_path, capsys)
     capsys.readouterr()
     assert speechkit_main(["separate", str(files["separator"]), inputs[0], inputs[0], "--out", str(out)]) == 1
     assert "would both be written as mix_s1.wav" in capsys.readouterr().err
+
+
+def test_separate_finds_the_mixture_of_a_manifest_speechkit_mixtures_wrote(files, tmp_path):
+    """`speechkit infer MODEL mixtures.json --task separate` reads `mix_wav` without --audio-field."""
+    rows = json.loads(files["manifest"].read_text())
+    for index, row in enumerate(rows.values()):
+        row["spk"] = f"speaker{index % 3}"
+    speakers = tmp_path / "speakers.json"
+    speakers.write_text(json.dumps(rows))
+    assert speechkit_main(["mixtures", str(speakers), str(tmp_path / "mix"), "--num-mixtures", "3",
+                           "--sample-rate", "8000", "--seed", "0"]) in (0, None)
+    mixtures = tmp_path / "mix" / "test.json"
+    out = tmp_path / "out"
+    config = JobConfig(str(files["separator"]), str(mixtures), str(out), task="separate", progress=False,
+                       replacements={"data_root": str(tmp_path / "mix")})
+    result = run_job(config, environ={})
+    manifest = json.loads((out / "outputs.json").read_text())
+    written = json.loads(mixtures.read_text())
+    assert result.merged["items"] == 3 and sorted(manifest) == sorted(written)
+    for item_id, entry in manifest.items():
+        assert entry["mixture"] == written[item_id]["mix_wav"].replace("$data_root", str(tmp_path / "mix"))
+        assert soundfile.info(entry["source2"]).frames == soundfile.info(entry["mixture"]).frames
+    # An explicit field that a row lacks is named.
+    with pytest.raises(Exception, match=r"has no field 'wav' \(the mixture; choose the field with"):
+        run_job(JobConfig(str(files["separator"]), str(mixtures), str(tmp_path / "o2"), task="separate",
+                          task_options={"audio_field": "wav"}, progress=False,
+                          replacements={"data_root": str(tmp_path / "mix")}), environ={})
