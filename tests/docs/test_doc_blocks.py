@@ -143,12 +143,15 @@ def _bash(code: str, folder: Path, where: str) -> None:
                                     f"{result.stdout[-4000:]}\n--- stderr\n{result.stderr[-4000:]}")
 
 
+RECIPE_FOLDERS = [script.parent for pattern in ("recipes/*/*/train.py", "templates/*/*/train.py")
+                  for script in REPO.glob(pattern)]
 _SCRIPT_OR_CONFIG = re.compile(r"[\w./-]+\.(py|yaml|sbatch|sh)")
 
 
 def _check_named_files(lines: list, folder: Path, where: str) -> None:
     """The scripts and YAML files named by a command that is not run exist (relative to the repository, the
-    page's folder, a ``cd`` before it, or the script before them: ``recipes/X/train.py hparams/a.yaml``)."""
+    page's folder, a ``cd`` before it, the script before them, ``recipes/X/train.py hparams/a.yaml``, or a
+    recipe's folder)."""
     base, missing = Path("."), []
     for line in lines:
         words = shlex.split(line, comments=True)
@@ -160,6 +163,7 @@ def _check_named_files(lines: list, folder: Path, where: str) -> None:
             if "$" in word or "<" in word or not _SCRIPT_OR_CONFIG.fullmatch(word):
                 continue
             candidates = [root / place / word for root in (REPO, folder) for place in (base, script_dir)]
+            candidates += [recipe / word for recipe in RECIPE_FOLDERS]  # `hparams/x.yaml` of some recipe
             if not any(candidate.exists() for candidate in candidates):
                 missing.append(word)
             elif word.endswith(".py"):
