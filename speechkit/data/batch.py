@@ -52,7 +52,7 @@ class PaddedData(NamedTuple):
 
 def pad_sequences(tensors: Sequence[torch.Tensor], pad_value: float = 0, key: str = "field",
                   pad_to_multiple: int = 1) -> PaddedData:
-    """Pad tensors of shapes (time_i, *rest) to (batch, max_time, *rest); ``rest`` must agree.
+    """Pad tensors of shapes ``(time_i, *rest)`` to ``(batch, max_time, *rest)``; ``rest`` must agree.
 
     ``pad_to_multiple`` rounds ``max_time`` up to a multiple of it, so batches come in few distinct shapes (a
     compiled step or a CUDA graph is reused instead of made anew for every length). The lengths stay exact.

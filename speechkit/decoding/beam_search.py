@@ -1,6 +1,6 @@
 """Attention beam search with CTC prefix scoring and language-model shallow fusion, batched.
 
-The score of a hypothesis ``y`` is
+The score of a hypothesis ``y`` is::
 
     (1 - ctc_weight) * log P_att(y | x) + ctc_weight * log P_ctc-prefix(y | x) + lm_weight * log P_lm(y)
     + length_bonus * |y|

@@ -1,11 +1,12 @@
 """Decoding a batch by the name of its search, as recipes choose it in YAML (``decoding: ctc_beam``).
 
 Searches:
-    ``greedy``: CTC best path (:func:`~speechkit.decoding.ctc_greedy_decode`).
-    ``ctc_beam``: CTC prefix beam search (:func:`~speechkit.decoding.ctc_prefix_beam_search`), with an
-        optional LM (shallow fusion), a length bonus and a closed vocabulary (:class:`Lexicon`).
-    ``attention``: attention beam search over a decoder, with CTC prefix scores and an optional LM
-        (:class:`~speechkit.decoding.AttentionBeamSearch`).
+
+- ``greedy``: CTC best path (:func:`~speechkit.decoding.ctc_greedy_decode`).
+- ``ctc_beam``: CTC prefix beam search (:func:`~speechkit.decoding.ctc_prefix_beam_search`), with an
+  optional LM (shallow fusion), a length bonus and a closed vocabulary (:class:`Lexicon`).
+- ``attention``: attention beam search over a decoder, with CTC prefix scores and an optional LM
+  (:class:`~speechkit.decoding.AttentionBeamSearch`).
 
 Example:
     >>> import torch

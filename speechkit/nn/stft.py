@@ -93,7 +93,7 @@ def stft(x: torch.Tensor, lengths: torch.Tensor, n_fft: int = 512, hop_length: i
 
 
 def power_spectrum(spec: torch.Tensor, power: float = 2.0) -> torch.Tensor:
-    """|spec| ** power, computed without the square root when power is 2."""
+    """``|spec| ** power``, computed without the square root when power is 2."""
     squared = spec.real ** 2 + spec.imag ** 2
     return squared if power == 2.0 else squared ** (power / 2.0)
 
