@@ -1,7 +1,7 @@
 """Sphinx configuration of speechkit's API reference (built from the docstrings).
 
-Build: ``python -m sphinx -W --keep-going -b html docs/api build/api`` (``-W``: a warning fails the build, as in
-tests/docs/test_api_reference.py).
+Build: ``python -m sphinx -W --keep-going -b html docs/api build/api`` (``-W``: a warning fails the build,
+as in tests/docs/test_api_reference.py).
 """
 
 import os

@@ -23,7 +23,7 @@ _RNNS = {"lstm": nn.LSTM, "gru": nn.GRU}
 
 
 def stack_frames(x: torch.Tensor, lengths: torch.Tensor, stride: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Concatenate each run of ``stride`` frames into one frame (``stride`` times fewer, ``stride`` times wider).
+    """Concatenate each run of ``stride`` frames into one (``stride`` times fewer frames, that much wider).
 
     Output frame ``t`` holds input frames ``stride*t .. stride*t + stride - 1``; an utterance's last partial
     run is dropped, so valid output frames never contain padding.
