@@ -39,6 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # speechkit and be
 from benchmarks.step_profile import profile_step, step_flops  # noqa: E402
 from speechkit.data.loader import make_dataloader  # noqa: E402
 from speechkit.decoding import ctc_greedy_decode  # noqa: E402
+from speechkit.machine import machine_line
 from speechkit.models import ConformerEncoder, CTCHead  # noqa: E402
 from speechkit.nn import ctc_loss  # noqa: E402
 
@@ -340,6 +341,7 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 def main(argv=None) -> int:
+    print(machine_line(), flush=True)  # the figures below are true of this machine
     args = parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)

@@ -27,6 +27,7 @@ import soundfile
 
 from speechkit.data.dataset import DynamicItemDataset
 from speechkit.data.loader import make_dataloader
+from speechkit.machine import machine_line
 
 try:
     from speechkit.data.audio import read as read_audio
@@ -101,6 +102,7 @@ def decode_speed(paths: list, sample_rate: int) -> tuple:
 
 
 def main(argv=None) -> None:
+    print(machine_line(), flush=True)  # the figures below are true of this machine
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--num-utterances", type=int, default=2000)
     parser.add_argument("--max-batch-seconds", type=float, default=200.0,

@@ -24,6 +24,8 @@ import time
 
 import torch
 
+from speechkit.machine import machine_line
+
 
 def build_dataset(items: int):
     from speechkit.data.dataset import DynamicItemDataset
@@ -118,6 +120,7 @@ def worker_main(argv: list) -> None:
 
 
 def main() -> None:
+    print(machine_line(), flush=True)  # the figures below are true of this machine
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--items", type=int, default=600)
     parser.add_argument("--workers", type=int, default=2)

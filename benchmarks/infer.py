@@ -31,6 +31,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from speechkit.machine import machine_line
+
 REPO = Path(__file__).resolve().parents[1]
 YAML = """\
 sample_rate: 16000
@@ -162,6 +164,7 @@ def run_workers(workers: int, model_folder: Path, manifest: Path, out: Path,
 
 
 def main(argv=None) -> dict:
+    print(machine_line(), flush=True)  # the figures below are true of this machine
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--items", type=int, default=240)
     parser.add_argument("--workers", type=int, default=2, help="N of the 1-vs-N comparison (0: skip it).")

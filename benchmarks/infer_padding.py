@@ -26,6 +26,8 @@ import numpy as np
 import soundfile
 import torch
 
+from speechkit.machine import machine_line
+
 REPO = Path(__file__).resolve().parents[1]
 SEPARATOR_YAML = """\
 interface: SeparationModel
@@ -106,6 +108,7 @@ def largest_difference(exact: Path, padded: Path) -> float:
 
 
 def main(argv=None) -> dict:
+    print(machine_line(), flush=True)  # the figures below are true of this machine
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--items", type=int, default=32)
     parser.add_argument("--repeats", type=int, default=2)

@@ -24,6 +24,7 @@ from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from speechkit.machine import machine_line
 from speechkit.models import RecurrentEncoder, stack_frames  # noqa: E402
 
 FEATURES = 80
@@ -79,6 +80,7 @@ def throughput(model: nn.Module, batches: list, warmup: int) -> float:
 
 
 def main(argv=None) -> int:
+    print(machine_line(), flush=True)  # the figures below are true of this machine
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--hidden", type=int, default=256)
     parser.add_argument("--layers", type=int, default=3)

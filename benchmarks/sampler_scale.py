@@ -42,6 +42,8 @@ from pathlib import Path
 
 import numpy as np
 
+from speechkit.machine import machine_line
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -123,6 +125,7 @@ def baseline_rows(revision: str, args: argparse.Namespace) -> list:
 
 
 def main(argv=None) -> int:
+    print(machine_line(), flush=True)  # the figures below are true of this machine
     args = parse_args(argv)
     lengths = durations(args.items, args.median, args.sigma, args.max_batch_length, args.seed)
     world_sizes = [int(value) for value in args.world_sizes.split(",")]

@@ -30,6 +30,7 @@ from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from speechkit.machine import machine_line
 from speechkit.models.conv_tasnet import PRESETS, ConvTasNet  # noqa: E402
 from speechkit.nn.pit import pit_si_snr_loss  # noqa: E402
 
@@ -142,6 +143,7 @@ def measure(rows: list, args, dtype: str, device: torch.device) -> list:
 
 
 def main(argv=None) -> int:
+    print(machine_line(), flush=True)  # the figures below are true of this machine
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--presets", nargs="+", default=["small", "paper"], choices=sorted(PRESETS))

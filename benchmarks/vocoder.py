@@ -27,6 +27,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from speechkit.machine import machine_line
 from speechkit.models import ISTFTGenerator, MelGenerator, MelSpectrogram, griffin_lim  # noqa: E402
 from speechkit.nn import stft_distances  # noqa: E402
 
@@ -79,6 +80,7 @@ def measure(name: str, make, mel, waves: list, write_to=None) -> dict:
 
 
 def main(argv=None) -> int:
+    print(machine_line(), flush=True)  # the figures below are true of this machine
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default=None, help="A Vocoder model folder (default: random weights).")

@@ -38,6 +38,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from speechkit.machine import machine_line  # noqa: E402
 from speechkit.models.wav2vec2 import (  # noqa: E402
     BestRqPretraining,
     ClusterTargets,
@@ -240,6 +241,7 @@ def objective_rows(objective: str, config: Wav2Vec2Config, device, wav, lengths)
 
 
 def main(argv=None) -> int:
+    print(machine_line(), flush=True)  # the figures below are true of this machine
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--configs", default="small,base", help="presets to measure (small, base, large)")
     parser.add_argument("--dtypes", default="fp32,bf16", help="fp32 and/or bf16 (autocast)")
