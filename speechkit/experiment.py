@@ -4,7 +4,8 @@
 
 - ``hyperparams.original.yaml``: the file as given; ``hyperparams.yaml``: after overrides, includes made
   absolute (what actually ran);
-- ``command.txt``: the command line; ``env.json``: Python, torch, speechkit versions, CUDA, the git commit;
+- ``command.txt``: the command line; ``env.json``: Python, torch, speechkit versions, CUDA, the machine
+  (:func:`speechkit.machine.machine_line`), the git commit;
 - ``log.txt``: the log of every ``speechkit`` logger (``--log_config`` gives another logging configuration).
 
 Before anything is written the main process locks ``output_folder`` for the rest of its life (the lock of
@@ -128,10 +129,12 @@ def environment_record() -> dict:
     import torch
 
     import speechkit
+    from speechkit.machine import machine_line
 
     return {
         "python": platform.python_version(),
         "platform": platform.platform(),
+        "machine": machine_line(),  # CPU model and instruction sets: a run's exact losses depend on them
         "torch": torch.__version__,
         "cuda": torch.version.cuda,
         "speechkit": speechkit.__version__,

@@ -40,7 +40,7 @@ def test_directory_holds_hparams_command_environment_and_log(tmp_path):
     assert (out / "command.txt").read_text().strip()
     env = json.loads((out / "env.json").read_text())
     assert env["torch"] == torch.__version__ and env["speechkit"] and env["python"]
-    assert "git_commit" in env
+    assert "git_commit" in env and env["machine"].startswith("machine: ")  # CPU, instruction sets, threads
     logging.getLogger("speechkit.test").info("hello log")
     assert "hello log" in (out / "log.txt").read_text()
 
