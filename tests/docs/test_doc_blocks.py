@@ -62,7 +62,17 @@ def page_state(request, tmp_path_factory):
     return _pages[block.page]
 
 
-@pytest.mark.parametrize("block", BLOCKS, ids=_block_id)
+def _runs_commands(page) -> bool:
+    return any((block.lang == "bash" and not block.skip) or block.run
+               for block in BLOCKS if block.page == page)
+
+
+# A page whose blocks start processes is `slow` as a whole: its later blocks use what the earlier ones made.
+PARAMS = [pytest.param(block, id=_block_id(block),
+                       marks=[pytest.mark.slow] if _runs_commands(block.page) else []) for block in BLOCKS]
+
+
+@pytest.mark.parametrize("block", PARAMS)
 def test_block_runs(block, page_state):
     if block.lang not in RUNNABLE:
         assert not _looks_like_a_command(block.code), (
