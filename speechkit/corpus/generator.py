@@ -11,11 +11,11 @@ Layout written under ``output_dir``::
                                                 "text": "THE OLD ..."}}
     test_engine.json                     with ``held_out_engine``: the test utterances of that engine's voices
     corpus.json                          the settings, voices per split, counts and hours (written last)
+    train/<voice>/<id>.flac ...          16 kHz, 16-bit mono FLAC
 
 ``spk`` is the speaker, the person behind the voice (:func:`speechkit.corpus.voices.speaker_of`): every warp
 of a voice is one speaker, so tools that keep speakers apart (``speechkit mixtures``, speaker-disjoint
 splits) never take two warps of one person for two people.
-    train/<voice>/<id>.flac ...          16 kHz, 16-bit mono FLAC
 
 Example:
     >>> config = CorpusConfig("corpus", num_train=8, num_valid=2, num_test=2, seed=1)

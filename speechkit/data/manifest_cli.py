@@ -12,6 +12,7 @@ row of ``corpus.json`` with the same audio file or id (``--label-field``, defaul
 
     speechkit manifest data/corpus/train --ext flac --dest manifests --format tsv \\
         --labels data/corpus/train.json --replacement data_root=data/corpus
+
 Durations come from the file headers, read by ``--workers`` processes. ``--group-depth 1`` keeps every
 top-level folder (a speaker, in LibriSpeech) on one side of the split.
 """
