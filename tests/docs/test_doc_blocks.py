@@ -168,6 +168,8 @@ def _check_named_files(lines: list, folder: Path, where: str) -> None:
         if words[:1] == ["cd"] and len(words) > 1:
             base = base / words[1]
             continue
+        if "pip" in words:  # package names (ruamel.yaml), not files
+            continue
         script_dir = Path(".")
         for word in words:
             if "$" in word or "<" in word or not _SCRIPT_OR_CONFIG.fullmatch(word):
