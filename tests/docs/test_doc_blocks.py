@@ -141,7 +141,7 @@ def _exec(code: str, folder: Path, namespace: dict, where: str) -> None:
 
 
 def _bash(code: str, folder: Path, where: str) -> None:
-    env = clean_env(SPEECHKIT_DOC_TEST="1")
+    env = clean_env()
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     try:
         result = subprocess.run(["bash", "-euo", "pipefail", "-c", code], cwd=folder, env=env,
