@@ -220,4 +220,6 @@ def test_skips_name_a_category_and_covered_blocks_name_an_existing_test():
             assert named and all((REPO / name.split("::")[0]).exists() for name in named), block.where
     print("\n".join(f"{block.where} [{block.lang}] {block.skip}" for block in skipped))
     runnable = [block for block in BLOCKS if block.lang in RUNNABLE]
-    assert len(skipped) <= len(runnable) // 3, "more than a third of the code blocks are left out"
+    # Blocks whose commands run in another test cost nothing here; the others are not checked at all.
+    unchecked = [block for block in skipped if not block.skip.startswith("covered:")]
+    assert len(unchecked) <= len(runnable) // 4, "more than a quarter of the code blocks run nowhere"
