@@ -137,7 +137,20 @@ def _exec(code: str, folder: Path, namespace: dict, where: str) -> None:
             runner.run(test, out=failures.append, clear_globs=False)
             assert runner.failures == 0, "".join(failures)
         else:
-            exec(compile(code, where, "exec"), namespace)
+            try:
+                exec(compile(code, where, "exec"), namespace)
+            finally:
+                _unregister(namespace["__name__"])
+
+
+def _unregister(module_name: str) -> None:
+    """Take out of speechkit's registries what a page's code registered (the tests after it see none)."""
+    from speechkit.jobs.registry import TASKS
+    from speechkit.pretrained.registry import INTERFACES
+
+    for registry in (TASKS, INTERFACES):
+        for name in [name for name, cls in registry.items() if getattr(cls, "__module__", "") == module_name]:
+            del registry[name]
 
 
 def _bash(code: str, folder: Path, where: str) -> None:
