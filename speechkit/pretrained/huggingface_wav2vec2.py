@@ -22,11 +22,11 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 from typing import Optional, Union
 
 from speechkit.errors import CheckpointError, FetchError
 from speechkit.models.wav2vec2 import Wav2Vec2Config, Wav2Vec2Model, Wav2Vec2Pretraining
+from speechkit.models.wav2vec2.huggingface import EXPORT_NAMES, IMPORT_NAMES, rename_key
 from speechkit.pretrained.fetching import fetch
 from speechkit.pretrained.huggingface_config import MAX_CONFIG_BYTES, check_wav2vec2_config, read_json_config
 from speechkit.pretrained.limits import DEFAULT_LIMITS
@@ -52,35 +52,8 @@ _CONFIG_FIELDS = {
     "diversity_weight": "diversity_loss_weight",
 }
 
-# (transformers, speechkit) name patterns of the encoder's tensors; the pretraining heads keep their names.
-_RENAMES = [
-    (r"feature_extractor\.conv_layers\.(\d+)\.conv\.", r"feature_encoder.layers.\1.conv."),
-    (r"feature_extractor\.conv_layers\.(\d+)\.layer_norm\.", r"feature_encoder.layers.\1.norm."),
-    (r"feature_projection\.layer_norm\.", "feature_norm."),
-    (r"feature_projection\.projection\.", "projection."),
-    (r"masked_spec_embed$", "masked_embedding"),
-    (r"encoder\.pos_conv_embed\.conv\.weight_g$", "encoder.pos_conv.conv.parametrizations.weight.original0"),
-    (r"encoder\.pos_conv_embed\.conv\.weight_v$", "encoder.pos_conv.conv.parametrizations.weight.original1"),
-    (r"encoder\.pos_conv_embed\.conv\.", "encoder.pos_conv.conv."),
-    (r"encoder\.layers\.(\d+)\.layer_norm\.", r"encoder.layers.\1.attention_norm."),
-    (r"encoder\.layers\.(\d+)\.final_layer_norm\.", r"encoder.layers.\1.final_norm."),
-    (r"encoder\.layers\.(\d+)\.feed_forward\.intermediate_dense\.", r"encoder.layers.\1.ffn_in."),
-    (r"encoder\.layers\.(\d+)\.feed_forward\.output_dense\.", r"encoder.layers.\1.ffn_out."),
-]
-# The way back (older transformers files name the positional weight-norm tensors weight_g/weight_v;
-# current ones, like speechkit, parametrizations.weight.original0/1).
-_EXPORT_RENAMES = [
-    (r"^feature_encoder\.layers\.(\d+)\.conv\.", r"feature_extractor.conv_layers.\1.conv."),
-    (r"^feature_encoder\.layers\.(\d+)\.norm\.", r"feature_extractor.conv_layers.\1.layer_norm."),
-    (r"^feature_norm\.", "feature_projection.layer_norm."),
-    (r"^projection\.", "feature_projection.projection."),
-    (r"^masked_embedding$", "masked_spec_embed"),
-    (r"^encoder\.pos_conv\.conv\.", "encoder.pos_conv_embed.conv."),
-    (r"^encoder\.layers\.(\d+)\.attention_norm\.", r"encoder.layers.\1.layer_norm."),
-    (r"^encoder\.layers\.(\d+)\.final_norm\.", r"encoder.layers.\1.final_layer_norm."),
-    (r"^encoder\.layers\.(\d+)\.ffn_in\.", r"encoder.layers.\1.feed_forward.intermediate_dense."),
-    (r"^encoder\.layers\.(\d+)\.ffn_out\.", r"encoder.layers.\1.feed_forward.output_dense."),
-]
+#: Tensors of the pretraining heads: they keep their transformers names (the encoder's are renamed with
+#: speechkit.models.wav2vec2.huggingface's tables).
 _HEADS = ("quantizer.", "project_q.", "project_hid.")
 
 
@@ -123,10 +96,7 @@ def state_dict_from_huggingface(hf_state: dict) -> tuple:
                 "feature_extractor", "feature_projection", "encoder", "masked_spec_embed"):
             inner = key  # a bare Wav2Vec2Model state
         if inner is not None:
-            for pattern, replacement in _RENAMES:
-                inner, found = re.subn(pattern, replacement, inner)
-                if found:
-                    break
+            inner = rename_key(inner, IMPORT_NAMES)
             ours[("wav2vec2." if pretraining else "") + inner] = tensor
         elif key.startswith(_HEADS) and pretraining:
             ours[key] = tensor
@@ -141,10 +111,7 @@ def state_dict_to_huggingface(model: Union[Wav2Vec2Model, Wav2Vec2Pretraining]) 
     for key, tensor in model.state_dict().items():
         prefix, inner = ("wav2vec2.", key[len("wav2vec2."):]) if key.startswith("wav2vec2.") else ("", key)
         if prefix or isinstance(model, Wav2Vec2Model):
-            for ours, theirs in _EXPORT_RENAMES:
-                inner, found = re.subn(ours, theirs, inner)
-                if found:
-                    break
+            inner = rename_key(inner, EXPORT_NAMES)
         hf_state[prefix + inner] = tensor
     return hf_state
 

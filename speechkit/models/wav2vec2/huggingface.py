@@ -194,7 +194,7 @@ def encoder_config_to_huggingface(config: Wav2Vec2Config, family: str, architect
 
 
 # (transformers, speechkit) patterns of the encoder's tensors, without the task model's prefix.
-_IMPORT = [
+IMPORT_NAMES = [
     (r"^feature_extractor\.conv_layers\.(\d+)\.conv\.", r"feature_encoder.layers.\1.conv."),
     (r"^feature_extractor\.conv_layers\.(\d+)\.layer_norm\.", r"feature_encoder.layers.\1.norm."),
     (r"^feature_projection\.layer_norm\.", "feature_norm."),
@@ -212,7 +212,7 @@ _IMPORT = [
     (r"^encoder\.layers\.(\d+)\.feed_forward\.intermediate_dense\.", r"encoder.layers.\1.ffn_in."),
     (r"^encoder\.layers\.(\d+)\.feed_forward\.output_dense\.", r"encoder.layers.\1.ffn_out."),
 ]
-_EXPORT = [
+EXPORT_NAMES = [
     (r"^feature_encoder\.layers\.(\d+)\.conv\.", r"feature_extractor.conv_layers.\1.conv."),
     (r"^feature_encoder\.layers\.(\d+)\.norm\.", r"feature_extractor.conv_layers.\1.layer_norm."),
     (r"^feature_norm\.", "feature_projection.layer_norm."),
@@ -231,7 +231,9 @@ _EXPORT = [
 _ENCODER_ROOTS = ("feature_extractor", "feature_projection", "encoder", "masked_spec_embed")
 
 
-def _rename(key: str, table: list) -> str:
+def rename_key(key: str, table: list) -> str:
+    """``key`` after the first pattern of ``table`` (:data:`IMPORT_NAMES` or :data:`EXPORT_NAMES`) that
+    matches it; unchanged when none does."""
     for pattern, replacement in table:
         key, found = re.subn(pattern, replacement, key)
         if found:
@@ -247,7 +249,7 @@ def encoder_state_from_huggingface(hf_state: dict, family: str) -> tuple:
     for key, tensor in hf_state.items():
         inner = key[len(prefix):] if key.startswith(prefix) else key
         if inner.split(".")[0] in _ENCODER_ROOTS:
-            ours[_rename(inner, _IMPORT)] = tensor
+            ours[rename_key(inner, IMPORT_NAMES)] = tensor
         else:
             other[key] = tensor
     return ours, other
@@ -256,4 +258,4 @@ def encoder_state_from_huggingface(hf_state: dict, family: str) -> tuple:
 def encoder_state_to_huggingface(state: dict, prefix: str = "") -> dict:
     """speechkit's encoder tensors (a :class:`~speechkit.models.wav2vec2.Wav2Vec2Model` state dict) under
     transformers' names, each after ``prefix`` (``"hubert."`` etc. for a task model)."""
-    return {prefix + _rename(key, _EXPORT): tensor for key, tensor in state.items()}
+    return {prefix + rename_key(key, EXPORT_NAMES): tensor for key, tensor in state.items()}
