@@ -12,7 +12,6 @@ Example:
 """
 from __future__ import annotations
 
-import json
 import os
 from typing import Optional, Union
 
@@ -28,8 +27,9 @@ from speechkit.models.wav2vec2.huggingface import (
 )
 from speechkit.pretrained.fetching import fetch
 from speechkit.pretrained.huggingface_config import MAX_CONFIG_BYTES, check_wav2vec2_config, read_json_config
+from speechkit.pretrained.huggingface_wav2vec2 import write_huggingface_folder
 from speechkit.pretrained.limits import DEFAULT_LIMITS
-from speechkit.pretrained.loading import load_weights, save_weights
+from speechkit.pretrained.loading import load_weights
 
 #: Every ``model_type`` :func:`load_encoder` reads.
 MODEL_TYPES = ("wav2vec2", *FAMILIES)
@@ -129,12 +129,4 @@ def export_encoder(model: Union[Wav2Vec2Model, Wav2Vec2Pretraining], folder: Uni
         task = bare.replace("Model", "ForCTC")
         architecture = task if extra and "lm_head.weight" in extra else bare
     hf_config = encoder_config_to_huggingface(encoder.config, model_type, architecture)
-    if extra and "lm_head.weight" in extra:
-        hf_config["vocab_size"] = int(extra["lm_head.weight"].shape[0])
-    os.makedirs(folder, exist_ok=True)
-    temporary = os.path.join(folder, f".config.json.tmp{os.getpid()}")
-    with open(temporary, "w", encoding="utf-8") as handle:
-        json.dump(hf_config, handle, indent=2)
-    save_weights(hf_state, os.path.join(folder, "model.safetensors"))
-    os.replace(temporary, os.path.join(folder, "config.json"))
-    return os.fspath(folder)
+    return write_huggingface_folder(folder, hf_config, hf_state, extra)

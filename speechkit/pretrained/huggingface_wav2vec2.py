@@ -185,6 +185,13 @@ def export_wav2vec2(model: Union[Wav2Vec2Model, Wav2Vec2Pretraining], folder: Un
         architecture = ("Wav2Vec2ForPreTraining" if isinstance(model, Wav2Vec2Pretraining) else
                         "Wav2Vec2ForCTC" if extra and "lm_head.weight" in extra else "Wav2Vec2Model")
     hf_config = config_to_huggingface(model.config, architecture)
+    return write_huggingface_folder(folder, hf_config, hf_state, extra)
+
+
+def write_huggingface_folder(folder, hf_config: dict, hf_state: dict, extra: Optional[dict]) -> str:
+    """Write ``config.json`` and ``model.safetensors`` as transformers reads them; a CTC head in ``extra``
+    (``lm_head.weight``) sets the config's ``vocab_size``. The config is renamed into place last, so a
+    half-written folder never looks complete. Returns the folder."""
     if extra and "lm_head.weight" in extra:
         hf_config["vocab_size"] = int(extra["lm_head.weight"].shape[0])
     os.makedirs(folder, exist_ok=True)
