@@ -1,7 +1,8 @@
 """What waveform augmentation costs, against the training step it feeds.
 
-For each augmentation of ``speechkit.augment`` (its default settings, 16 kHz) and for a default set (an
-Augmenter of speed, equaliser, noise and simulated reverberation), the CPU time per second of audio on one
+For each augmentation of ``speechkit.augment`` (its default settings, 16 kHz), for the speech recognition
+template's default set (``waveform_augmentation`` of its ``train.yaml``: speed, equaliser and noise) and for
+that set with simulated reverberation added, the CPU time per second of audio on one
 thread, over utterances of 2-6 s. Against it, in the same run: one training step of the speech recognition
 template's acoustic model per second of audio (Fbank, 3-layer bidirectional LSTM encoder of 192 units, CTC
 head; forward, backward and an AdamW update on a batch of about ``--batch-seconds``), so the table says
@@ -27,10 +28,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # speechkit of thi
 
 from speechkit import augment  # noqa: E402
 from speechkit.features import Fbank  # noqa: E402
+from speechkit.hparams import load_hparams  # noqa: E402
 from speechkit.models import CTCHead, RecurrentEncoder  # noqa: E402
 from speechkit.nn import ctc_loss  # noqa: E402
 
 RATE = 16000
+TEMPLATE_YAML = Path(__file__).resolve().parents[1] / "templates/speech_recognition/ASR/hparams/train.yaml"
 
 
 def utterances(count: int, seed: int) -> list:
@@ -53,9 +56,17 @@ def augmentations(rooms: int) -> dict:
         "ChunkDrop": augment.ChunkDrop(), "AddNoise": augment.AddNoise(), "RandomGain": augment.RandomGain(),
         "Reverb": reverb,
     }
-    default_set = augment.Augmenter([augment.SpeedPerturb(), augment.Equalizer(), augment.AddNoise(), reverb],
-                                    probabilities=[1.0, 0.5, 0.5, 0.3])
-    return {**single, "default set (speed 1.0, EQ 0.5, noise 0.5, reverb 0.3)": default_set}
+    template = load_hparams(TEMPLATE_YAML)["waveform_augmentation"]
+    with_reverb = augment.Augmenter([*template.augmentations, reverb],
+                                    probabilities=[*template.probabilities, 0.3])
+    return {**single, f"the template's set ({describe(template)})": template,
+            f"the template's set and reverb ({describe(with_reverb)})": with_reverb}
+
+
+def describe(augmenter) -> str:
+    """'SpeedPerturb 1.0, Equalizer 0.5, ...': each augmentation of an Augmenter with its probability."""
+    return ", ".join(f"{type(a).__name__} {p:g}" for a, p in zip(augmenter.augmentations,
+                                                                   augmenter.probabilities))
 
 
 def augmentation_cost(augmentation, items: list) -> float:

@@ -24,7 +24,7 @@ from types import ModuleType
 from typing import Any, Callable, Optional
 
 from speechkit import distributed
-from speechkit.errors import SpeechkitError
+from speechkit.errors import HparamsError, SpeechkitError
 from speechkit.experiment import create_experiment_directory
 from speechkit.hparams import load_hparams
 from speechkit.run_options import RunOptions, parse_arguments
@@ -99,10 +99,18 @@ def fit_and_evaluate(brain: Any, hparams: dict, datasets: dict, min_key: Optiona
     """``brain.fit`` on ``datasets["train"]`` (validating on ``datasets["valid"]``), then ``brain.evaluate``
     on ``datasets["test"]`` with the best checkpoint by ``min_key``/``max_key``; returns the test loss.
 
-    Reads the recipe YAML's conventional keys: ``epoch_counter``, ``train_loader_kwargs`` and
-    ``eval_loader_kwargs`` (valid and test).
+    Reads the recipe YAML's conventional keys: ``epoch_counter``, ``train_loader_kwargs``,
+    ``eval_loader_kwargs`` (valid and test) and ``test_set``, the split the test stage scores (default
+    ``test``; e.g. ``test_engine`` of a corpus built with ``--held-out-engine``).
+
+    Raises:
+        HparamsError: ``test_set`` names no split of ``datasets``.
     """
+    test_set = hparams.get("test_set", "test")
+    if test_set not in datasets:
+        raise HparamsError(f"test_set: no split {test_set!r} (the splits are {sorted(datasets)})")
     eval_kwargs = hparams.get("eval_loader_kwargs")
     brain.fit(hparams["epoch_counter"], datasets["train"], datasets.get("valid"),
               train_loader_kwargs=hparams.get("train_loader_kwargs"), valid_loader_kwargs=eval_kwargs)
-    return brain.evaluate(datasets["test"], min_key=min_key, max_key=max_key, test_loader_kwargs=eval_kwargs)
+    return brain.evaluate(datasets[test_set], min_key=min_key, max_key=max_key,
+                          test_loader_kwargs=eval_kwargs)

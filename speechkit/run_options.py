@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any, Optional, Union
 
 import yaml
+from ruamel.yaml import YAML
+from ruamel.yaml.error import YAMLError as RuamelYAMLError
 
 from speechkit.errors import RunOptionsError
 
@@ -381,15 +383,22 @@ def _parse_overrides(tokens: list) -> dict:
             if i + 1 >= len(tokens) or tokens[i + 1].startswith("--"):
                 raise RunOptionsError(f"command line: override --{key} has no value")
             value, i = tokens[i + 1], i + 1
-        overrides[key] = _parse_scalar(value)
+        try:
+            overrides[key] = _parse_scalar(value)
+        except (yaml.YAMLError, RuamelYAMLError) as error:
+            raise RunOptionsError(f"command line: override --{key} is not valid YAML: {error}") from None
         i += 1
     return overrides
 
 
 def _parse_scalar(text: str) -> Any:
-    """A YAML scalar, with '1e-3' read as a number (YAML 1.1 alone would keep it a string)."""
+    """A YAML value, with '1e-3' read as a number (YAML 1.1 alone would keep it a string). A value with a
+    tag (``!new:speechkit.augment.SpeedPerturb {speed_range: [0.9, 1.1]}``, ``!ref <lr>``) keeps it, for
+    the hparams file to build."""
     if text == "":
         return ""
+    if text.lstrip().startswith("!"):
+        return YAML(typ="rt").load(text)
     value = yaml.safe_load(text)
     if isinstance(value, str):
         try:

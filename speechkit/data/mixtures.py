@@ -66,25 +66,36 @@ def _speaker_index(rows: Mapping[str, Mapping], speaker_key: str, where: str) ->
     return {spk: sorted(ids) for spk, ids in sorted(speakers.items())}
 
 
-def _draw(rng: np.random.Generator, speakers: dict, num_speakers: int, level_range_db: float) -> list:
-    """Distinct speakers, one utterance of each, and a gain each."""
+def _draw(rng: np.random.Generator, speakers: dict, num_speakers: int, level_range_db: float,
+          anchors: Sequence[str] = ()) -> list:
+    """Distinct speakers, one utterance of each, and a gain each; with ``anchors``, the first speaker is
+    one of them (the others are any of the rest)."""
     names = list(speakers)
-    chosen = rng.choice(len(names), size=num_speakers, replace=False)
+    if anchors:
+        first = anchors[int(rng.integers(len(anchors)))]
+        rest = [n for n in names if n != first]
+        chosen = [first] + [rest[int(i)] for i in rng.choice(len(rest), size=num_speakers - 1, replace=False)]
+    else:
+        chosen = [names[int(i)] for i in rng.choice(len(names), size=num_speakers, replace=False)]
     sources = []
-    for index in chosen:
-        ids = speakers[names[int(index)]]
+    for name in chosen:
+        ids = speakers[name]
         gain = float(rng.uniform(-level_range_db / 2.0, level_range_db / 2.0))
-        sources.append(SourcePlan(ids[int(rng.integers(len(ids)))], names[int(index)], round(gain, 3)))
+        sources.append(SourcePlan(ids[int(rng.integers(len(ids)))], name, round(gain, 3)))
     return sources
 
 
 def plan_mixtures(rows: Mapping[str, Mapping], num_mixtures: int, num_speakers: int = 2,
                   level_range_db: float = 5.0, seed: int = 0, speaker_key: str = "spk",
-                  prefix: str = "mix", where: str = "manifest") -> list:
+                  prefix: str = "mix", where: str = "manifest",
+                  anchor_speakers: Optional[Sequence[str]] = None) -> list:
     """Which utterances, speakers and gains each mixture takes; never two utterances of one speaker.
 
-    Raises DataError when a row lacks the speaker field, there are fewer speakers than ``num_speakers``, or
-    ``num_mixtures`` is below 1.
+    ``anchor_speakers``: every mixture's first source is one of these speakers (e.g. the voices of a speech
+    engine held out of training, each mixed with other unseen voices); None: any speakers.
+
+    Raises DataError when a row lacks the speaker field, there are fewer speakers than ``num_speakers``, an
+    anchor speaker has no utterance, or ``num_mixtures`` is below 1.
     """
     if num_speakers < 2:
         raise DataError(f"a mixture needs at least 2 speakers, got num_speakers={num_speakers}")
@@ -94,11 +105,16 @@ def plan_mixtures(rows: Mapping[str, Mapping], num_mixtures: int, num_speakers: 
     if len(speakers) < num_speakers:
         raise DataError(f"{where}: {num_speakers}-speaker mixtures need {num_speakers} speakers, found "
                         f"{len(speakers)} ({', '.join(speakers)})")
+    anchors = sorted(str(a) for a in anchor_speakers or ())
+    missing = [a for a in anchors if a not in speakers]
+    if missing:
+        raise DataError(f"{where}: anchor speakers {missing} have no utterance (speakers: "
+                        f"{', '.join(speakers)})")
     plans = []
     for index in range(num_mixtures):
         rng = np.random.default_rng([seed, index])
         plans.append(MixturePlan(f"{prefix}-{index:06d}",
-                                 tuple(_draw(rng, speakers, num_speakers, level_range_db))))
+                                 tuple(_draw(rng, speakers, num_speakers, level_range_db, anchors))))
     return plans
 
 
@@ -162,7 +178,8 @@ def write_mixtures(manifest: str, output_dir: str, split: str, num_mixtures: int
                    sample_rate: int = 8000, mode: str = "min", level_range_db: float = 5.0, seed: int = 0,
                    replacements: Optional[Mapping[str, str]] = None, speaker_key: str = "spk",
                    wav_key: str = "wav", log=print,
-                   progress: Optional[Callable[[int, int], None]] = None) -> str:
+                   progress: Optional[Callable[[int, int], None]] = None,
+                   anchor_speakers: Optional[Sequence[str]] = None) -> str:
     """Write ``num_mixtures`` mixtures of ``manifest``'s utterances under ``output_dir/split``.
 
     Raises DataError for a setting out of range (:func:`check_settings`), a row without the speaker or audio
@@ -171,12 +188,13 @@ def write_mixtures(manifest: str, output_dir: str, split: str, num_mixtures: int
 
     The manifest (``output_dir/{split}.json``, audio as ``$data_root/...``) is written last, through a
     temporary file, so an interrupted run never leaves a manifest naming missing audio. Returns its path.
-    ``log`` prints the summary line; ``progress(done, total)`` is called after each mixture.
+    ``log`` prints the summary line; ``progress(done, total)`` is called after each mixture;
+    ``anchor_speakers`` as in :func:`plan_mixtures`.
     """
     check_settings(num_mixtures, num_speakers, sample_rate, level_range_db, mode)
     rows = load_manifest(manifest, replacements)
     plans = plan_mixtures(rows, num_mixtures, num_speakers, level_range_db, seed, speaker_key,
-                          prefix=split, where=str(manifest))
+                          prefix=split, where=str(manifest), anchor_speakers=anchor_speakers)
     folders = ["mix"] + [f"s{k + 1}" for k in range(num_speakers)]
     for folder in folders:
         os.makedirs(os.path.join(output_dir, split, folder), exist_ok=True)

@@ -26,6 +26,7 @@ from speechkit.data.mixtures import write_mixtures
 from speechkit.errors import DataError
 
 SPLITS = ("train", "valid", "test")
+ENGINE_SPLIT = "test_engine"  # mixtures with a voice of the held-out engine (held_out_engine)
 
 
 def check_speaker_disjoint(voices: list, valid_voices: list, test_voices: list) -> None:
@@ -45,8 +46,11 @@ def check_speaker_disjoint(voices: list, valid_voices: list, test_voices: list) 
 
 def build_corpus_if_missing(hparams: dict) -> None:
     """The corpus in ``data_folder`` (built with the recipe's voice split when its manifests are missing)."""
-    folder = hparams["data_folder"]
+    folder, engine = hparams["data_folder"], hparams.get("held_out_engine")
     if all(os.path.isfile(os.path.join(folder, f"{s}.json")) for s in SPLITS):
+        if engine and not os.path.isfile(os.path.join(folder, f"{ENGINE_SPLIT}.json")):
+            raise DataError(f"{folder} holds a corpus built without a held-out engine, but held_out_engine "
+                            f"is {engine!r}: give another data_folder (the corpus is built there)")
         return
     if hparams["corpus_size"] is None:
         raise DataError(f"{folder}: no train/valid/test.json and corpus_size is null, so no corpus is built")
@@ -59,7 +63,8 @@ def build_corpus_if_missing(hparams: dict) -> None:
         else hparams["corpus_size"]
     build_corpus(CorpusConfig(folder, num_train=train, num_valid=valid, num_test=test, seed=hparams["seed"],
                               voices=voices, test_voices=hparams["test_voices"],
-                              valid_voices=hparams["valid_voices"], num_workers=os.cpu_count() or 1))
+                              valid_voices=hparams["valid_voices"], held_out_engine=engine,
+                              num_workers=os.cpu_count() or 1))
 
 
 def write_speaker_manifest(corpus_manifest: str, path: str) -> None:
@@ -82,24 +87,46 @@ def write_speaker_manifest(corpus_manifest: str, path: str) -> None:
     os.replace(path + ".tmp", path)
 
 
+def write_engine_sources(test_sources: str, engine_corpus_manifest: str, path: str) -> list:
+    """Sources of the ``test_engine`` mixtures: the held-out engine's utterances and the test speakers'
+    (each mixture pairs an engine voice with another unseen voice). Returns the engine's speakers."""
+    write_speaker_manifest(engine_corpus_manifest, path + ".engine")
+    with open(path + ".engine", encoding="utf-8") as handle:
+        engine_rows = json.load(handle)
+    with open(test_sources, encoding="utf-8") as handle:
+        rows = {**json.load(handle), **engine_rows}
+    with open(path + ".tmp", "w", encoding="utf-8") as handle:
+        json.dump(rows, handle, indent=1)
+    os.replace(path + ".tmp", path)
+    os.remove(path + ".engine")
+    return sorted({row["spk"] for row in engine_rows.values()})
+
+
 def prepare_manifests(hparams: dict, build: bool = True) -> dict:
-    """``{"train": training sources by speaker, "valid": mixtures, "test": mixtures}``; with ``build`` (on
-    the main process), create what is missing first."""
+    """``{"train": training sources by speaker, "valid": mixtures, "test": mixtures}``, plus
+    ``"test_engine"`` mixtures with ``held_out_engine``; with ``build`` (on the main process), create what is
+    missing first."""
     corpus, mixtures = hparams["data_folder"], hparams["mixtures_folder"]
-    sources = {split: os.path.join(mixtures, f"sources-{split}.json") for split in SPLITS}
+    splits = SPLITS + ((ENGINE_SPLIT,) if hparams.get("held_out_engine") else ())
+    sources = {split: os.path.join(mixtures, f"sources-{split}.json") for split in splits}
     paths = {"train": sources["train"],
-             "valid": os.path.join(mixtures, "valid.json"), "test": os.path.join(mixtures, "test.json")}
+             **{split: os.path.join(mixtures, f"{split}.json") for split in splits if split != "train"}}
     if not build:
         return paths
     build_corpus_if_missing(hparams)
     for split in SPLITS:
         if not os.path.isfile(sources[split]):
             write_speaker_manifest(os.path.join(corpus, f"{split}.json"), sources[split])
-    for split in ("valid", "test"):
+    anchors = None
+    if ENGINE_SPLIT in splits:
+        anchors = write_engine_sources(sources["test"], os.path.join(corpus, f"{ENGINE_SPLIT}.json"),
+                                       sources[ENGINE_SPLIT])
+    for split in splits[1:]:
         if not os.path.isfile(paths[split]):
             write_mixtures(sources[split], mixtures, split,
                            hparams[f"num_{split}_mixtures"], num_speakers=hparams["num_speakers"],
                            sample_rate=hparams["sample_rate"], mode="min",
                            level_range_db=hparams["level_range_db"], seed=hparams["seed"],
-                           replacements={"data_root": corpus})
+                           replacements={"data_root": corpus},
+                           anchor_speakers=anchors if split == ENGINE_SPLIT else None)
     return paths

@@ -64,7 +64,7 @@ def datasets(hparams: dict, paths: dict) -> dict:
                                     seed=hparams["seed"],
                                     source_augmentation=hparams.get("source_augmentation"))}
     keys = ["mix"] + [f"s{k + 1}" for k in range(speakers)]
-    for split in ("valid", "test"):
+    for split in [split for split in paths if split != "train"]:  # valid, test (and test_engine)
         data = DynamicItemDataset.from_json(paths[split],
                                             replacements={"data_root": hparams["mixtures_folder"]})
         for key in keys:

@@ -59,10 +59,13 @@ def run_script(script: Path, args: list, timeout: float = 120) -> subprocess.Com
     return done
 
 
-def write_speaker_corpus(folder: Path, seed: int = 0) -> Path:
-    """train/valid/test.json of tone 'speakers' (one pitch each, disjoint across splits) for separation."""
+def write_speaker_corpus(folder: Path, seed: int = 0, engine_speakers: tuple = ()) -> Path:
+    """train/valid/test.json of tone 'speakers' (one pitch each, disjoint across splits) for separation;
+    with ``engine_speakers``, a test_engine.json of theirs too (as a corpus built with a held-out engine)."""
     rng = np.random.default_rng(seed)
     speakers = {"train": ("a", "b", "c", "d"), "valid": ("e", "f"), "test": ("g", "h", "i")}
+    if engine_speakers:
+        speakers["test_engine"] = tuple(engine_speakers)
     for split, names in speakers.items():
         rows = {}
         for s, spk in enumerate(names):

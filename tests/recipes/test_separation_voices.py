@@ -70,3 +70,37 @@ def test_test_mixtures_never_pair_two_voices_of_one_speaker(tmp_path):
     (tmp_path / "bad.json").write_text(json.dumps({"u1": {"wav": "x.flac"}}))
     with pytest.raises(DataError, match="bad.json: item 'u1' has no 'spk'"):
         prepare.write_speaker_manifest(str(tmp_path / "bad.json"), str(tmp_path / "out.json"))
+
+
+def test_held_out_engine_mixtures_pair_each_engine_voice_with_a_test_voice(tmp_path):
+    from speechkit.corpus.generator import CorpusConfig, split_voices
+
+    voices = [v.name for v in ALL_VOICES]
+    split = recipe_voices(RECIPE)
+    config = CorpusConfig(str(tmp_path), voices=voices, test_voices=split["test_voices"],
+                          valid_voices=split["valid_voices"], held_out_engine="festival")
+    by_split = split_voices(config)
+    assert {speaker_of(v) for v in by_split["test_engine"]} == {"ked"}
+    assert not any(speaker_of(v) == "ked" for s in ("train", "valid", "test") for v in by_split[s])
+    for name, split_name in (("test.json", "test"), ("test_engine.json", "test_engine")):
+        rows = {f"{v}-{split_name}-{u}": {"wav": f"$data_root/{split_name}/{v}/{u}.flac", "spk": v,
+                                          "voice": v, "duration": 1.0}
+                for v in by_split[split_name] for u in range(2)}
+        (tmp_path / name).write_text(json.dumps(rows))
+    prepare.write_speaker_manifest(str(tmp_path / "test.json"), str(tmp_path / "mix" / "sources-test.json"))
+    anchors = prepare.write_engine_sources(str(tmp_path / "mix" / "sources-test.json"),
+                                           str(tmp_path / "test_engine.json"),
+                                           str(tmp_path / "mix" / "sources-test_engine.json"))
+    assert anchors == ["ked"] and sorted(p.name for p in (tmp_path / "mix").iterdir()) == [
+        "sources-test.json", "sources-test_engine.json"]
+    sources = json.loads((tmp_path / "mix" / "sources-test_engine.json").read_text())
+    plans = plan_mixtures(sources, 100, num_speakers=2, seed=1, anchor_speakers=anchors)
+    assert {plan.sources[0].speaker for plan in plans} == {"ked"}
+    assert {plan.sources[1].speaker for plan in plans} == {"kal", "espeak-m2", "espeak-m7", "espeak-f4"}
+
+
+def test_a_corpus_without_the_held_out_engine_is_refused(tmp_path):
+    for split in ("train", "valid", "test"):
+        (tmp_path / f"{split}.json").write_text("{}")
+    with pytest.raises(DataError, match="built without a held-out engine, but held_out_engine is 'festival'"):
+        prepare.build_corpus_if_missing({"data_folder": str(tmp_path), "held_out_engine": "festival"})

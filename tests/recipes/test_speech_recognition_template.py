@@ -256,24 +256,36 @@ def test_a_corpus_of_another_size_is_used_with_a_warning(tmp_path, caplog):
 
 
 def test_waveform_augmentation_trains_from_the_yaml(trained_copy, tiny_corpus):
-    """The train.yaml key takes an Augmenter of speechkit.augment; the run trains with it and its draws are
-    fixed by the seed, the epoch and the ids (two runs give the same weights)."""
+    """train.yaml's waveform_augmentation (an Augmenter of speechkit.augment by default) trains with draws
+    fixed by the seed, the epoch and the ids: two runs give the same weights, and null trains other ones."""
     asr = trained_copy / "ASR"
-    text = (asr / "hparams" / "train.yaml").read_text()
-    augmenter = """!new:speechkit.augment.Augmenter
-    augmentations:
-        - !new:speechkit.augment.SpeedPerturb
-        - !new:speechkit.augment.AddNoise
-            snr_db: [10, 20]
-    probabilities: [1.0, 0.5]"""
-    augmented = text.replace("waveform_augmentation: null", f"waveform_augmentation: {augmenter}")
-    assert augmented != text
-    (asr / "hparams" / "augmented.yaml").write_text(augmented)
+    yaml_text = (asr / "hparams" / "train.yaml").read_text()
+    assert "waveform_augmentation: !new:speechkit.augment.Augmenter" in yaml_text
     weights = []
-    for run in ("a", "b"):
-        run_script(asr / "train.py", ["hparams/augmented.yaml", "--data_folder", str(tiny_corpus),
-                                      *TINY_MODEL, "--debug", "--noprogressbar", "--output_folder",
-                                      f"results/augmented-{run}"])
+    for run, extra in (("a", []), ("b", []), ("none", ["--waveform_augmentation", "null"])):
+        run_script(asr / "train.py", ["hparams/train.yaml", "--data_folder", str(tiny_corpus), *TINY_MODEL,
+                                      "--debug", "--noprogressbar", "--lm_weight", "0", "--output_folder",
+                                      f"results/augmented-{run}", *extra])
         best = Checkpointer(asr / "results" / f"augmented-{run}" / "save").find_checkpoint()
         weights.append(torch.load(best.path / "encoder.ckpt", weights_only=True))
     assert all(torch.equal(weights[0][k], weights[1][k]) for k in weights[0])
+    assert not all(torch.equal(weights[0][k], weights[2][k]) for k in weights[0])
+
+
+def test_test_only_scores_the_held_out_engine_split(trained_copy, tiny_corpus, tmp_path):
+    """A corpus built with --held-out-engine has test_engine.json; `--test_only --test_set test_engine`
+    scores it with the trained model into wer_test_engine.txt (trimmed like the other splits)."""
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for item in tiny_corpus.iterdir():
+        (corpus / item.name).symlink_to(item)
+    test = json.loads((tiny_corpus / "test.json").read_text())
+    (corpus / "test_engine.json").write_text(json.dumps(dict(list(test.items())[:5])))
+    asr = trained_copy / "ASR"
+    run_script(asr / "train.py", ["hparams/train.yaml", "--data_folder", str(corpus), *TINY_MODEL,
+                                  "--noprogressbar", "--ctc_weight", "0.5", "--number_of_epochs", "2",
+                                  "--test_only", "--test_set", "test_engine"])
+    results = asr / "results" / "asr" / "1234"
+    report = (results / "wer_test_engine.txt").read_text()
+    assert report.count("utt-test-") == 5
+    assert (results / "manifests" / "trim_margin-0.1" / "test_engine.json").is_file()

@@ -47,6 +47,13 @@ def warn_if_other_size(data_folder: str, corpus_size: Optional[str]) -> None:
                        data_folder, *found, corpus_size, *SIZES[corpus_size])
 
 
+def engine_split(data_folder: str) -> dict:
+    """``{"test_engine": path}`` when the corpus was built with ``--held-out-engine`` (voices of a speech
+    engine absent from training speak the test sentences), else ``{}``."""
+    path = os.path.join(data_folder, "test_engine.json")
+    return {"test_engine": path} if os.path.isfile(path) else {}
+
+
 def prepare_data(data_folder: str, corpus_size: Optional[str] = "small", seed: int = 1234,
                  num_workers: int = 2) -> dict:
     """Make sure ``data_folder`` holds the corpus manifests; build the built-in corpus there if it is empty.
@@ -59,13 +66,13 @@ def prepare_data(data_folder: str, corpus_size: Optional[str] = "small", seed: i
         num_workers: synthesis processes.
 
     Returns:
-        ``{split: manifest path}``.
+        ``{split: manifest path}``: train, valid, test, and test_engine when the corpus has it.
     """
     data_folder = os.path.abspath(data_folder)
     manifests = {split: os.path.join(data_folder, f"{split}.json") for split in SPLITS}
     if all(os.path.isfile(path) for path in manifests.values()):
         warn_if_other_size(data_folder, corpus_size)
-        return manifests
+        return {**manifests, **engine_split(data_folder)}
     if corpus_size is None:
         missing = [path for path in manifests.values() if not os.path.isfile(path)]
         raise DataError(f"{data_folder}: manifests missing ({', '.join(missing)}) and corpus_size is null, "

@@ -211,3 +211,18 @@ def test_dynamic_mixing_perturbs_each_source_reproducibly_and_keeps_the_sum(tmp_
     with pytest.raises(DataError, match="source_augmentation must have an augment"):
         DynamicMixtures(sources, num_mixtures=4, source_augmentation=lambda wave: wave)
     assert DynamicMixtures(sources, 2, source_augmentation=RandomGain(sample_rate=RATE))[0]["mix_sig"].numel()
+
+
+def test_anchor_speakers_start_every_mixture_and_leave_other_plans_unchanged(tmp_path):
+    rows = json.loads(Path(_corpus(tmp_path, speakers=("a", "b", "c", "d", "e"))).read_text())
+    plans = plan_mixtures(rows, 200, num_speakers=2, seed=5, anchor_speakers=["e", "a"])
+    assert {plan.sources[0].speaker for plan in plans} == {"a", "e"}
+    assert all(plan.sources[0].speaker != plan.sources[1].speaker for plan in plans)
+    assert {plan.sources[1].speaker for plan in plans} == {"a", "b", "c", "d", "e"}
+    assert plans == plan_mixtures(rows, 200, num_speakers=2, seed=5, anchor_speakers=["a", "e"])
+    # Without anchors the draws are the ones every earlier mixture set was written with.
+    unanchored = plan_mixtures(rows, 50, num_speakers=3, seed=5)
+    assert unanchored == plan_mixtures(rows, 50, num_speakers=3, seed=5, anchor_speakers=[])
+    assert any(plan.sources[0].speaker not in ("a", "e") for plan in unanchored)
+    with pytest.raises(DataError, match=r"anchor speakers \['z'\] have no utterance"):
+        plan_mixtures(rows, 5, anchor_speakers=["z"])

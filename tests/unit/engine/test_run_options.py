@@ -84,3 +84,18 @@ def test_recipe_help_lists_the_run_options():
         "--log_config",
     ):
         assert flag in result.stdout
+
+
+def test_a_tagged_override_builds_its_object_and_bad_yaml_names_the_override(tmp_path):
+    from speechkit.hparams import load_hparams
+
+    (tmp_path / "hp.yaml").write_text("rate: 8000\naugmentation: null\n")
+    _, _, overrides = parse_arguments([str(tmp_path / "hp.yaml"), "--augmentation",
+                                       "!new:speechkit.augment.SpeedPerturb {speed_range: [0.95, 1.05], "
+                                       "sample_rate: !ref <rate>}"])
+    augmentation = load_hparams(tmp_path / "hp.yaml", overrides)["augmentation"]
+    assert type(augmentation).__name__ == "SpeedPerturb"
+    assert augmentation.speed_range == (0.95, 1.05) and augmentation.sample_rate == 8000
+    for value in ("!new:a.B {b: [}", "[1, 2"):
+        with pytest.raises(RunOptionsError, match="override --augmentation is not valid YAML"):
+            parse_arguments(["hp.yaml", "--augmentation", value])

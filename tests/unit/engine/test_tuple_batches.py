@@ -73,3 +73,19 @@ def test_the_loaders_log_the_epoch_they_serve(caplog):
         brain.evaluate(toy_set(8, 2), test_loader_kwargs={"batch_size": 8})
     lines = [r.getMessage().split(":")[0] for r in caplog.records if r.name == "speechkit.data.loader"]
     assert lines == ["train epoch 1", "valid epoch 1", "train epoch 2", "valid epoch 2", "test"]
+
+
+def test_fit_and_evaluate_scores_the_test_set_named_by_the_yaml():
+    from speechkit.errors import HparamsError
+    from speechkit.recipe import fit_and_evaluate
+
+    brain = make_classifier()
+    data = {"train": toy_set(48, 0), "test": toy_set(16, 1), "test_engine": toy_set(16, 2)}
+    hparams = {"epoch_counter": EpochCounter(1), "train_loader_kwargs": {"batch_size": 8},
+               "eval_loader_kwargs": {"batch_size": 8}}
+    engine_loss = fit_and_evaluate(brain, {**hparams, "test_set": "test_engine"}, data)
+    assert engine_loss == brain.evaluate(data["test_engine"], test_loader_kwargs={"batch_size": 8})
+    assert engine_loss != brain.evaluate(data["test"], test_loader_kwargs={"batch_size": 8})
+    with pytest.raises(HparamsError, match=r"test_set: no split 'test_other' \(the splits are \['test', "
+                                           r"'test_engine', 'train'\]\)"):
+        fit_and_evaluate(brain, {**hparams, "test_set": "test_other"}, data)
