@@ -58,8 +58,9 @@ def time_stretch(wave: torch.Tensor, rate: float, n_fft: int = 512, hop: int = 1
     phase = torch.cumsum(delta + expected.unsqueeze(1), dim=1)
     phase = torch.cat([spec[:, :1].angle(), phase[:, :-1] + spec[:, :1].angle()], dim=1)
     stretched = torch.polar(magnitude, phase)
-    out = torch.istft(stretched, n_fft, hop, window=window, length=length)
-    return out
+    # istft gives (frames - 1) x hop samples, up to a hop short of ``length``: fitted here, the shortfall
+    # zero-filled as istft itself would, without its warning on every call.
+    return _fit(torch.istft(stretched, n_fft, hop, window=window), length)
 
 
 def _fit(wave: torch.Tensor, length: int) -> torch.Tensor:
