@@ -97,7 +97,8 @@ def sibling_module(script: str, name: str) -> ModuleType:
 def fit_and_evaluate(brain: Any, hparams: dict, datasets: dict, min_key: Optional[str] = None,
                      max_key: Optional[str] = None) -> float:
     """``brain.fit`` on ``datasets["train"]`` (validating on ``datasets["valid"]``), then ``brain.evaluate``
-    on ``datasets[test_set]`` (``test`` by default) with the best checkpoint by ``min_key``/``max_key``; returns the test loss.
+    on ``datasets[test_set]`` (``test`` by default) with the best checkpoint by ``min_key``/``max_key``;
+    returns the test loss.
 
     Reads the recipe YAML's conventional keys: ``epoch_counter``, ``train_loader_kwargs``,
     ``eval_loader_kwargs`` (valid and test) and ``test_set``, the split the test stage scores (default
