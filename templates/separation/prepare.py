@@ -67,8 +67,8 @@ def build_corpus_if_missing(hparams: dict) -> None:
                               num_workers=os.cpu_count() or 1))
 
 
-def write_speaker_manifest(corpus_manifest: str, path: str) -> None:
-    """``corpus_manifest`` with ``spk`` set to each voice's speaker and the voice kept as ``voice``."""
+def speaker_rows(corpus_manifest: str) -> dict:
+    """``corpus_manifest``'s rows with ``spk`` set to each voice's speaker and the voice kept as ``voice``."""
     from speechkit.corpus.voices import speaker_of
 
     with open(corpus_manifest, encoding="utf-8") as handle:
@@ -81,24 +81,27 @@ def write_speaker_manifest(corpus_manifest: str, path: str) -> None:
         # A corpus built before its manifests named speakers has the voice as spk (and no voice field).
         row["voice"] = row.get("voice", row["spk"])
         row["spk"] = speaker_of(str(row["voice"]))
+    return rows
+
+
+def write_json(rows: dict, path: str) -> None:
+    """``rows`` as JSON at ``path``, through a temporary file (a reader never sees half a manifest)."""
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     with open(path + ".tmp", "w", encoding="utf-8") as handle:
         json.dump(rows, handle, indent=1)
     os.replace(path + ".tmp", path)
 
 
-def write_engine_sources(test_sources: str, engine_corpus_manifest: str, path: str) -> list:
+def write_speaker_manifest(corpus_manifest: str, path: str) -> None:
+    """:func:`speaker_rows` of ``corpus_manifest`` written to ``path``."""
+    write_json(speaker_rows(corpus_manifest), path)
+
+
+def write_engine_sources(test_corpus_manifest: str, engine_corpus_manifest: str, path: str) -> list:
     """Sources of the ``test_engine`` mixtures: the held-out engine's utterances and the test speakers'
     (each mixture pairs an engine voice with another unseen voice). Returns the engine's speakers."""
-    write_speaker_manifest(engine_corpus_manifest, path + ".engine")
-    with open(path + ".engine", encoding="utf-8") as handle:
-        engine_rows = json.load(handle)
-    with open(test_sources, encoding="utf-8") as handle:
-        rows = {**json.load(handle), **engine_rows}
-    with open(path + ".tmp", "w", encoding="utf-8") as handle:
-        json.dump(rows, handle, indent=1)
-    os.replace(path + ".tmp", path)
-    os.remove(path + ".engine")
+    engine_rows = speaker_rows(engine_corpus_manifest)
+    write_json({**speaker_rows(test_corpus_manifest), **engine_rows}, path)
     return sorted({row["spk"] for row in engine_rows.values()})
 
 
@@ -119,8 +122,8 @@ def prepare_manifests(hparams: dict, build: bool = True) -> dict:
             write_speaker_manifest(os.path.join(corpus, f"{split}.json"), sources[split])
     anchors = None
     if ENGINE_SPLIT in splits:
-        anchors = write_engine_sources(sources["test"], os.path.join(corpus, f"{ENGINE_SPLIT}.json"),
-                                       sources[ENGINE_SPLIT])
+        anchors = write_engine_sources(os.path.join(corpus, "test.json"),
+                                       os.path.join(corpus, f"{ENGINE_SPLIT}.json"), sources[ENGINE_SPLIT])
     for split in splits[1:]:
         if not os.path.isfile(paths[split]):
             write_mixtures(sources[split], mixtures, split,
