@@ -22,11 +22,11 @@ from __future__ import annotations
 import json
 import os
 
+from speechkit.corpus.generator import ENGINE_SPLIT
 from speechkit.data.mixtures import write_mixtures
 from speechkit.errors import DataError
 
 SPLITS = ("train", "valid", "test")
-ENGINE_SPLIT = "test_engine"  # mixtures with a voice of the held-out engine (held_out_engine)
 
 
 def check_speaker_disjoint(voices: list, valid_voices: list, test_voices: list) -> None:
@@ -121,7 +121,7 @@ def prepare_manifests(hparams: dict, build: bool = True) -> dict:
         if not os.path.isfile(sources[split]):
             write_speaker_manifest(os.path.join(corpus, f"{split}.json"), sources[split])
     anchors = None
-    if ENGINE_SPLIT in splits:
+    if ENGINE_SPLIT in splits and not os.path.isfile(paths[ENGINE_SPLIT]):
         anchors = write_engine_sources(os.path.join(corpus, "test.json"),
                                        os.path.join(corpus, f"{ENGINE_SPLIT}.json"), sources[ENGINE_SPLIT])
     for split in splits[1:]:

@@ -50,8 +50,10 @@ def warn_if_other_size(data_folder: str, corpus_size: Optional[str]) -> None:
 def engine_split(data_folder: str) -> dict:
     """``{"test_engine": path}`` when the corpus was built with ``--held-out-engine`` (voices of a speech
     engine absent from training speak the test sentences), else ``{}``."""
-    path = os.path.join(data_folder, "test_engine.json")
-    return {"test_engine": path} if os.path.isfile(path) else {}
+    from speechkit.corpus.generator import ENGINE_SPLIT
+
+    path = os.path.join(data_folder, f"{ENGINE_SPLIT}.json")
+    return {ENGINE_SPLIT: path} if os.path.isfile(path) else {}
 
 
 def prepare_data(data_folder: str, corpus_size: Optional[str] = "small", seed: int = 1234,
