@@ -35,6 +35,8 @@ COMMANDS = {
               "(--status, --merge)."),
     "serve": ("speechkit.serve.cli", "Serve model folders over HTTP and WebSocket, with a web page to try "
               "them."),
+    "data": ("speechkit.commands.data", "Bring your own recordings in: import a corpus layout, check "
+             "manifests, convert audio (import | check | convert)."),
     "evaluate": ("speechkit.pretrained.evaluate", "Score a pretrained model on a test manifest (WER), "
                  "sharded over torchrun/srun workers."),
 }
