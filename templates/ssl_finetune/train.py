@@ -1,0 +1,182 @@
+#!/usr/bin/env python3
+"""Fine-tune a pretrained self-supervised encoder (wav2vec 2.0, HuBERT, WavLM, data2vec-audio) with a CTC
+head on your own transcribed audio.
+
+Run (from this folder):
+    python train.py hparams/train.yaml --huggingface_encoder facebook/hubert-base-ls960  # a published one
+    python train.py hparams/train.yaml --huggingface_encoder path/to/transformers/folder
+    python train.py hparams/train.yaml --pretrained_encoder encoder.ckpt   # speechkit's own pretraining
+    python train.py hparams/train.yaml                                     # the YAML's encoder, random
+
+The feature encoder stays frozen, the Transformer too for the first ``freeze_encoder_updates`` updates (only
+the head learns); time and channel masking and layer drop regularize; the rate follows a tri-stage schedule.
+The test set is decoded with CTC prefix beam search (over the training words with ``closed_vocabulary``,
+plus an LM with ``lm_weight``). At the end the run writes ``<output_folder>/inference.yaml``, the model
+folder's hyperparams for ``speechkit export`` (the encoder's sizes filled in).
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import sys
+from pathlib import Path
+
+import torch
+import yaml
+
+import speechkit
+from speechkit.data import DynamicItemDataset, provides, read_audio, takes
+from speechkit.decoding import Lexicon, ctc_greedy_decode, ctc_prefix_beam_search
+from speechkit.metrics import ErrorRateStats
+from speechkit.nn.losses import ctc_loss
+from speechkit.pretrained.huggingface_encoders import load_encoder
+from speechkit.pretrained.loading import load_into, load_weights
+from speechkit.recipe import fit_and_evaluate, sibling_module, start
+from speechkit.stage import Stage
+from speechkit.tokenizers import SentencePieceTokenizer
+
+prepare = sibling_module(__file__, "prepare")  # the recipe's own data preparation, next to this file
+
+#: Settings of the fine-tuning run that replace a loaded encoder's own (a published config masks for
+#: pretraining, not for fine-tuning).
+FINETUNING_SETTINGS = ("mask_prob", "mask_length", "mask_channel_prob", "mask_channel_length", "layer_drop")
+
+
+class CTCFineTuning(speechkit.Brain):
+    def compute_forward(self, batch, stage):
+        wavs, lengths = self.modules.normalize(*batch.sig)
+        frozen = stage == Stage.TRAIN and self.optimizer_steps < self.hparams.freeze_encoder_updates
+        with torch.no_grad() if frozen else contextlib.nullcontext():
+            encoded = self.modules.encoder(wavs, lengths)
+        return self.modules.ctc_head(encoded.output), encoded.lengths
+
+    def compute_objectives(self, out, batch, stage):
+        (log_probs, lengths), (tokens, token_lengths) = out, batch.tokens
+        loss = ctc_loss(log_probs, tokens, lengths, token_lengths, blank_index=self.hparams.blank_index)
+        if stage != Stage.TRAIN:
+            hyps = self.decode(log_probs, lengths, stage)
+            # vocab_size is an upper bound: ids past the tokenizer's end are never targets; drop them.
+            size = self.tokenizer.vocab_size
+            texts = [" ".join(self.tokenizer.decode([t for t in hyp if t < size]).split()) for hyp in hyps]
+            self.wer_stats.append(batch.id, texts, batch.text)
+            self.cer_stats.append(batch.id, texts, batch.text)
+        return loss
+
+    def decode(self, log_probs, lengths, stage):
+        hp = self.hparams
+        if stage == Stage.VALID or hp.decoding == "greedy":
+            return ctc_greedy_decode(log_probs, lengths, hp.blank_index)
+        return ctc_prefix_beam_search(
+            log_probs, lengths, beam_size=hp.beam_size, blank_index=hp.blank_index,
+            blank_skip_threshold=0.999, lm=self.lm, lm_weight=hp.lm_weight, bos_index=hp.bos_index,
+            eos_index=hp.eos_index, length_bonus=hp.length_bonus, lexicon=self.lexicon)
+
+    def on_stage_start(self, stage, epoch=None):
+        if stage != Stage.TRAIN:
+            self.wer_stats, self.cer_stats = ErrorRateStats(), ErrorRateStats(cer=True)
+
+    def on_stage_end(self, stage, stage_loss, epoch=None):
+        if stage == Stage.TRAIN:
+            return None
+        if stage == Stage.TEST and self.context.is_main:
+            self.wer_stats.write_stats(self.hparams.wer_file)
+        return {"WER": self.wer_stats.summarize("error_rate"), "CER": self.cer_stats.summarize("error_rate")}
+
+
+def build_encoder(hparams: dict):
+    """A transformers folder's encoder (``huggingface_encoder``: wav2vec2, hubert, wavlm or data2vec-audio;
+    local, Hub id or URL), or the YAML's encoder with speechkit's pretrained weights (``pretrained_encoder``),
+    or the YAML's encoder at random; with the YAML ``config``'s fine-tuning settings (masking, layer drop)."""
+    encoder = hparams["encoder"]
+    if hparams["huggingface_encoder"]:
+        loaded, _, _ = load_encoder(hparams["huggingface_encoder"], hparams["save_folder"] + "/huggingface")
+        encoder = getattr(loaded, "wav2vec2", loaded)
+        settings = {name: getattr(hparams["config"], name) for name in FINETUNING_SETTINGS}
+        encoder.config = encoder.config.replace(**settings)
+    elif hparams["pretrained_encoder"]:
+        load_into(encoder, load_weights(hparams["pretrained_encoder"]), hparams["pretrained_encoder"])
+    # Frozen from the start (fairseq's feature_grad_mult 0). A part of `encoder`, so not a trainable_modules
+    # entry: Brain leaves parameters without requires_grad out of the optimizer (and DDP), in train mode.
+    encoder.feature_encoder.requires_grad_(False)
+    return encoder
+
+
+def dataio_prepare(hparams: dict, manifests: dict, tokenizer) -> dict:
+    @takes("wav")
+    @provides("sig")
+    def audio_pipeline(wav):
+        return read_audio(wav)
+
+    @takes("text")
+    @provides("tokens")
+    def text_pipeline(text):
+        return torch.tensor(tokenizer.encode(text), dtype=torch.long)
+
+    datasets = {}
+    for split, path in manifests.items():
+        dataset = DynamicItemDataset.from_manifest(path, replacements={"data_root": hparams["data_folder"]})
+        if split == "train":  # the labelled subset: the first num_labelled utterances of the manifest
+            dataset = dataset.filtered_sorted(key_max_value={"duration": hparams["max_duration"]},
+                                              select_n=hparams["num_labelled"])
+        elif split == "valid":  # a subset is enough to follow training; the test set is scored whole
+            dataset = dataset.filtered_sorted(select_n=hparams["valid_utterances"])
+        dataset.add_dynamic_item(audio_pipeline)
+        dataset.add_dynamic_item(text_pipeline)
+        dataset.set_output_keys(["id", "sig", "text", "tokens"])
+        datasets[split] = dataset
+    return datasets
+
+
+def write_inference_hparams(hparams: dict, encoder) -> Path:
+    """``<output_folder>/inference.yaml``: ``hparams/inference.yaml`` under the fine-tuned encoder's sizes,
+    so that ``speechkit export`` builds the model folder of whichever encoder was loaded."""
+    sizes = {key: list(value) if isinstance(value, tuple) else value
+             for key, value in dataclasses.asdict(encoder.config).items()}
+    # encoder_dim, not d_model: `speechkit export` takes the run YAML's sizes for the inference YAML's
+    # top-level keys, and the run YAML's d_model is the random encoder's, not the loaded one's.
+    header = yaml.safe_dump({"encoder_dim": encoder.config.d_model, "vocab_size": hparams["vocab_size"]},
+                            sort_keys=False)
+    config = yaml.safe_dump(sizes, sort_keys=False, default_flow_style=None)
+    body = Path(hparams["inference_hparams"]).read_text(encoding="utf-8")
+    path = Path(hparams["output_folder"]) / "inference.yaml"
+    text = (f"{header}config: !new:speechkit.models.wav2vec2.Wav2Vec2Config\n"
+            + "".join(f"    {line}\n" for line in config.splitlines()) + body)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.with_suffix(".partial").write_text(text, encoding="utf-8")
+    path.with_suffix(".partial").replace(path)
+    return path
+
+
+def main(argv):
+    run = start(argv, prepare=prepare.prepare_manifests)
+    hparams, data_root = run.hparams, {"data_root": run.hparams["data_folder"]}
+    # A SentencePiece model over the training transcripts (characters by default), unless tokenizer_file
+    # exists already (e.g. the speech recognition template's, to share its LM).
+    tokenizer = SentencePieceTokenizer.load_or_train(
+        hparams["tokenizer_file"], run.manifests["train"], vocab_size=hparams["vocab_size"],
+        model_type=hparams["token_type"], pad_id=hparams["blank_index"], unk_id=1,
+        bos_id=hparams["bos_index"], eos_id=hparams["eos_index"], replacements=data_root,
+        hard_vocab_limit=hparams["token_type"] != "char")
+    datasets = dataio_prepare(hparams, run.manifests, tokenizer)
+    encoder = build_encoder(hparams)
+    modules = {"normalize": hparams["normalize"], "encoder": encoder,
+               "ctc_head": hparams["ctc_head"](d_model=encoder.config.d_model)}
+    checkpointer = speechkit.Checkpointer(hparams["save_folder"],
+                                          {**modules, "counter": hparams["epoch_counter"]})
+    # The tri-stage lr_scheduler of the YAML gets the run's optimizer steps from Brain when fit starts.
+    brain = CTCFineTuning(modules, hparams["opt_class"], hparams, run.run_opts, checkpointer)
+    brain.tokenizer = tokenizer
+    brain.lexicon = (Lexicon.from_manifest(run.manifests["train"], tokenizer, data_root)
+                     if hparams["closed_vocabulary"] else None)
+    brain.lm = None
+    if hparams["lm_weight"]:
+        load_into(hparams["lm"], load_weights(hparams["lm_checkpoint"]), hparams["lm_checkpoint"])
+        brain.lm = hparams["lm"].to(brain.device).eval()
+    fit_and_evaluate(brain, hparams, datasets, min_key="WER")
+    if brain.context.is_main:
+        write_inference_hparams(hparams, encoder)
+    return brain
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
