@@ -16,12 +16,13 @@ import importlib
 #: subcommand -> (module, one-line help)
 SUBCOMMANDS = {
     "import": ("speechkit.commands.data_import",
-               "Write train/valid/test manifests from a corpus layout (Common Voice, LibriSpeech, CSV, Kaldi, "
-               "a folder, VoxCeleb, LibriMix)."),
+               "Write train/valid/test manifests from a corpus layout (Common Voice, LibriSpeech, CSV, "
+               "Kaldi, a folder, VoxCeleb, LibriMix)."),
     "check": ("speechkit.commands.data_check",
               "Report what would go wrong in training on these manifests (rates, durations, text, splits)."),
     "convert": ("speechkit.commands.data_convert",
-                "Write a manifest's audio once at the model's rate and channels (FLAC), and a manifest of it."),
+                "Write a manifest's audio once at the model's rate and channels (FLAC), and a manifest "
+                "of it."),
 }
 
 
