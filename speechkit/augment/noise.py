@@ -22,7 +22,7 @@ from typing import Optional, Union
 import torch
 
 from speechkit.augment.core import WaveAugmentation, check_range, fast_fft_length, uniform
-from speechkit.data import audio
+from speechkit.data.audio_policy import shared_policy
 from speechkit.errors import AudioError, HparamsError
 
 AUDIO_SUFFIXES = {".wav", ".flac", ".ogg", ".mp3", ".opus", ".aiff", ".aif", ".au"}
@@ -49,10 +49,9 @@ def load_bank(owner: str, key: str, source: Union[str, os.PathLike, Sequence], s
             raise HparamsError(f"{owner}: {key} holds {str(path)!r}, which is not an audio file "
                                f"({', '.join(sorted(AUDIO_SUFFIXES))})")
         try:
-            wave = audio.read(path, sample_rate=sample_rate, resample_to_rate=True)
+            wave = shared_policy(sample_rate).read(path)  # the loaders' conversion: mono at the model's rate
         except AudioError as error:
             raise HparamsError(f"{owner}: {key}: {error}") from None
-        wave = wave.mean(dim=1) if wave.dim() == 2 else wave
         if not bool(torch.isfinite(wave).all()):
             raise HparamsError(f"{owner}: {key}: {str(path)!r} holds NaN or infinite samples")
         if wave.shape[0] < max(1, int(min_seconds * sample_rate)) or float(wave.abs().max()) == 0.0:

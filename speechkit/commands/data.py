@@ -19,7 +19,8 @@ SUBCOMMANDS = {
                "Write train/valid/test manifests from a corpus layout (Common Voice, LibriSpeech, CSV, "
                "Kaldi, a folder, VoxCeleb, LibriMix)."),
     "check": ("speechkit.commands.data_check",
-              "Report what would go wrong in training on these manifests (rates, durations, text, splits)."),
+              "Report what would go wrong in training on these manifests (rates, durations, text, "
+              "splits)."),
     "convert": ("speechkit.commands.data_convert",
                 "Write a manifest's audio once at the model's rate and channels (FLAC), and a manifest "
                 "of it."),

@@ -1,7 +1,9 @@
 """Audio files: read (whole or a segment), inspect without decoding, write, resample.
 
-Reading goes through soundfile (libsndfile): WAV, FLAC and OGG/Vorbis among others. Waveforms are float32
-tensors of shape ``(time,)`` for one channel or ``(time, channels)`` for several (the layout soundfile uses).
+Reading goes through soundfile (libsndfile): WAV, FLAC, OGG (Vorbis, Opus) and MP3 among others (MP3 needs
+libsndfile >= 1.1, which the soundfile >= 0.12.1 wheels bundle; no other decoder is needed). Waveforms are
+float32 tensors of shape ``(time,)`` for one channel or ``(time, channels)`` for several (the layout
+soundfile uses).
 
 Example:
     >>> write("tone.flac", torch.zeros(16000), 16000)
@@ -172,16 +174,18 @@ def write(path: Union[str, os.PathLike], waveform: Union[torch.Tensor, np.ndarra
 def resample(waveform: torch.Tensor, orig_freq: int, new_freq: int, **options: Any) -> torch.Tensor:
     """Resample audio laid out as :func:`read` returns it: (time,) or (time, channels).
 
-    Windowed-sinc polyphase resampling on torch (:mod:`speechkit.data.resample`); ``options`` go to
-    :func:`speechkit.data.resample.resample` (``lowpass_filter_width``, ``rolloff``, ``backend``, ...).
+    Windowed-sinc polyphase resampling on torch (:mod:`speechkit.data.resample`) with the loaders' filter
+    (:data:`speechkit.data.resample.POLICY_FILTER`, the one :class:`speechkit.data.audio_policy.AudioPolicy`
+    uses); ``options`` override its settings (``lowpass_filter_width``, ``rolloff``, ``window``, ...).
 
     Example:
         >>> resample(torch.zeros(16000), 16000, 8000).shape
         torch.Size([8000])
     """
+    from speechkit.data.resample import POLICY_FILTER
     from speechkit.data.resample import resample as resample_along
 
-    return resample_along(waveform, orig_freq, new_freq, dim=0, **options)
+    return resample_along(waveform, orig_freq, new_freq, dim=0, **{**POLICY_FILTER, **options})
 
 
 def _segment_bounds(path: str, start: Optional[float], stop: Optional[float], unit: str, rate: int,
@@ -224,4 +228,21 @@ def _audio_error(path: str, error: Exception) -> AudioError:
         return AudioError(f"audio file not found: {path}")
     if os.path.isdir(path):
         return AudioError(f"expected an audio file, got a directory: {path}")
+    suffix = os.path.splitext(path)[1].lower()
+    if suffix in FORMATS_NEEDING and _libsndfile_version() < FORMATS_NEEDING[suffix][1]:
+        name, needed = FORMATS_NEEDING[suffix]
+        return AudioError(f"cannot decode audio file {path}: {name} needs libsndfile >= "
+                          f"{'.'.join(map(str, needed))}, and this soundfile bundles "
+                          f"{soundfile.__libsndfile_version__} (pip install -U 'soundfile>=0.12.1', whose "
+                          "wheels bring libsndfile 1.2; or convert the file to FLAC); docs/data.md, "
+                          "'The audio policy'")
     return AudioError(f"cannot decode audio file {path}: {error}")
+
+
+#: Formats newer than libsndfile 1.0: suffix -> (name, the first libsndfile version reading them).
+FORMATS_NEEDING = {".mp3": ("MP3", (1, 1)), ".opus": ("Ogg Opus", (1, 0, 29))}
+
+
+def _libsndfile_version() -> tuple:
+    release = soundfile.__libsndfile_version__.split("-")[0]
+    return tuple(int(part) for part in release.split(".") if part.isdigit())

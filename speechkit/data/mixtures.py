@@ -35,6 +35,7 @@ import numpy as np
 import torch
 
 from speechkit.data import audio
+from speechkit.data.audio_policy import shared_policy
 from speechkit.data.manifest import load_manifest
 from speechkit.errors import DataError
 
@@ -150,10 +151,7 @@ def mix_sources(waves: Sequence[torch.Tensor], gains_db: Sequence[float], mode: 
 def _read_source(row: Mapping, utt_id: str, sample_rate: int, wav_key: str) -> torch.Tensor:
     if wav_key not in row:
         raise DataError(f"item {utt_id!r} has no {wav_key!r} field (the audio path)")
-    wave, rate = audio.read_with_rate(row[wav_key])  # refuses NaN and inf samples, naming the file
-    if wave.dim() == 2:
-        wave = wave.mean(dim=1)
-    wave = audio.resample(wave, rate, sample_rate) if rate != sample_rate else wave
+    wave = shared_policy(sample_rate).read(row[wav_key])  # refuses NaN and inf samples, naming the file
     if wave.shape[0] == 0:
         raise DataError(f"item {utt_id!r}: {row[wav_key]} holds no samples at {sample_rate} Hz; a mixture "
                         "source needs audio (drop the item from the manifest)")

@@ -25,7 +25,7 @@ from typing import Optional, Union
 
 import torch
 
-from speechkit.data import audio
+from speechkit.data.audio_policy import shared_policy
 from speechkit.data.trim import trim_batch
 from speechkit.decoding.ctc import ctc_greedy_decode
 from speechkit.errors import HparamsError
@@ -197,17 +197,14 @@ class Pretrained(torch.nn.Module):
 
     # -------------------------------------------------------------------------------------------- audio
     def load_audio(self, path) -> torch.Tensor:
-        """Read any file soundfile reads, average the channels and resample to the model's rate.
+        """Read any file soundfile reads (WAV, FLAC, MP3, OGG, ...) as the model's training read it: by the
+        audio policy (:class:`speechkit.data.audio_policy.AudioPolicy`), channels averaged and resampled to
+        the model's rate with the loaders' one filter.
 
         Returns:
             float32 tensor (time,) at ``self.sample_rate``.
         """
-        waveform, rate = audio.read_with_rate(path)
-        if waveform.dim() == 2:
-            waveform = waveform.mean(dim=1)
-        if rate != self.sample_rate:
-            waveform = audio.resample(waveform, rate, self.sample_rate)
-        return waveform.to(torch.float32)
+        return shared_policy(self.sample_rate).read(path)
 
     def _prepare(self, wavs: torch.Tensor, lengths: Optional[torch.Tensor]) -> tuple:
         if wavs.dim() == 1:

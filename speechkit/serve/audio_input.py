@@ -1,7 +1,8 @@
 """Request bytes -> a mono float32 waveform at the model's rate, or a :class:`RequestError` saying why not.
 
 Uploads may be any format soundfile reads (WAV, FLAC, OGG, ...), at any rate and with any number of
-channels: channels are averaged and the rate converted, as ``Pretrained.load_audio`` does for files.
+channels: converted by the audio policy (:mod:`speechkit.data.audio_policy`), the same code as
+``Pretrained.load_audio`` and the training loaders: channels averaged, the rate converted with one filter.
 Streams send raw little-endian float32 samples (:func:`decode_pcm`).
 
 Example:
@@ -20,7 +21,7 @@ import numpy as np
 import soundfile
 import torch
 
-from speechkit.data import audio
+from speechkit.data.audio_policy import shared_policy
 from speechkit.serve.errors import RequestError
 
 
@@ -53,7 +54,7 @@ def decode_upload(data: bytes, sample_rate: int, max_seconds: float, name: str =
     except Exception as error:  # libsndfile's messages: "Format not recognised", ...
         reason = re.sub(r"^Error opening <[^>]*>: ", "", str(error))
         raise RequestError(415, f"{name} is not an audio file soundfile can read ({reason})") from None
-    return to_model_rate(torch.from_numpy(array).mean(dim=1), rate, sample_rate, name)
+    return to_model_rate(torch.from_numpy(array), rate, sample_rate, name)
 
 
 def decode_pcm(data: bytes, name: str = "chunk") -> torch.Tensor:
@@ -65,11 +66,10 @@ def decode_pcm(data: bytes, name: str = "chunk") -> torch.Tensor:
 
 
 def to_model_rate(waveform: torch.Tensor, rate: int, sample_rate: int, name: str) -> torch.Tensor:
-    """Check a decoded (time,) waveform and convert it to ``sample_rate``."""
+    """Check a decoded (time,) or (time, channels) waveform and convert it by the audio policy: mono at
+    ``sample_rate``."""
     if waveform.numel() == 0:
         raise RequestError(400, f"{name} holds no audio samples (0 frames)")
     if not bool(torch.isfinite(waveform).all()):
         raise RequestError(400, f"{name} holds NaN or infinite samples")
-    if rate != sample_rate:
-        waveform = audio.resample(waveform, rate, sample_rate)
-    return waveform.to(torch.float32).contiguous()
+    return shared_policy(sample_rate).apply(waveform, rate, name)

@@ -32,7 +32,7 @@ from typing import Any, Callable, Optional
 
 import torch
 
-from speechkit.data import audio
+from speechkit.data.audio_policy import shared_policy
 from speechkit.serve.audio_input import decode_pcm
 from speechkit.serve.errors import RequestError
 from speechkit.serve.limits import ServeLimits
@@ -80,9 +80,7 @@ class RedecodingRecognizer:
     def _audio(self) -> torch.Tensor:
         waveform = torch.cat(self.chunks)
         self.chunks = [waveform]
-        if self.client_rate != self.model_rate:
-            waveform = audio.resample(waveform, self.client_rate, self.model_rate)
-        return waveform
+        return shared_policy(self.model_rate).apply(waveform, self.client_rate, "the stream")
 
 
 class InterfaceRecognizer:

@@ -16,7 +16,8 @@ import sys
 import torch
 
 import speechkit
-from speechkit.data import DynamicItemDataset, read_audio
+from speechkit.data import DynamicItemDataset
+from speechkit.data.audio_policy import AudioPolicy
 from speechkit.data.mixtures import DynamicMixtures, load_sources
 from speechkit.metrics import SeparationStats
 from speechkit.nn import apply_permutation, pit_si_snr_loss
@@ -64,11 +65,12 @@ def datasets(hparams: dict, paths: dict) -> dict:
                                     seed=hparams["seed"],
                                     source_augmentation=hparams.get("source_augmentation"))}
     keys = ["mix"] + [f"s{k + 1}" for k in range(speakers)]
+    read = AudioPolicy(rate)  # as the interface reads files: mono at the model's rate (docs/data.md)
     for split in [split for split in paths if split != "train"]:  # valid, test (and test_engine)
         data = DynamicItemDataset.from_json(paths[split],
                                             replacements={"data_root": hparams["mixtures_folder"]})
         for key in keys:
-            data.add_dynamic_item(read_audio, takes=[f"{key}_wav"], provides=f"{key}_sig")
+            data.add_dynamic_item(read, takes=[f"{key}_wav"], provides=f"{key}_sig")
         data.set_output_keys(["id"] + [f"{key}_sig" for key in keys])
         out[split] = data
     return out

@@ -17,7 +17,7 @@ import sys
 import torch
 
 import speechkit
-from speechkit.data import DynamicItemDataset, read_audio
+from speechkit.data import DynamicItemDataset
 from speechkit.data.trim import trim_splits_once
 from speechkit.decoding import Lexicon, decode
 from speechkit.errors import HparamsError
@@ -107,7 +107,7 @@ def dataio_prepare(hparams: dict, manifests: dict, tokenizer) -> dict:
         dataset = DynamicItemDataset.from_json(path, replacements=data_root)
         if split == "train":
             dataset = dataset.filtered_sorted(key_max_value={"duration": hparams["max_train_duration"]})
-        dataset.add_dynamic_item(read_audio, takes=["wav"], provides=["sig"])
+        dataset.add_dynamic_item(hparams["audio_policy"], takes=["wav"], provides=["sig"])
         dataset.add_dynamic_item(token_sequences(tokenizer, model["bos_index"], model["eos_index"]))
         dataset.set_output_keys(["id", "sig", "text", "tokens_bos", "tokens_eos", "tokens"])
         datasets[split] = dataset
