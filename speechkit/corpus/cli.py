@@ -10,8 +10,15 @@ from __future__ import annotations
 import argparse
 import os
 
-from speechkit.corpus.generator import SIZES, CorpusConfig, build_corpus
+from speechkit.argtypes import OrderedPair, number
+from speechkit.corpus.generator import SETTING_BOUNDS, SIZES, CorpusConfig, build_corpus
 from speechkit.terminal import Progress, add_progress_flags
+
+
+def _checked(name: str, kind: type = float):
+    """argparse ``type=`` of a setting within its bounds (:data:`SETTING_BOUNDS`): a bad value exits with
+    status 2 and a message naming the flag, before anything is built."""
+    return number(kind, *SETTING_BOUNDS[name])
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -20,11 +27,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--size", choices=sorted(SIZES), default="demo",
                         help="named size: " + ", ".join(f"{k}={v[0]}/{v[1]}/{v[2]}" for k, v in SIZES.items())
                         + " train/valid/test utterances (default: demo)")
-    parser.add_argument("--num-train", type=int, help="train utterances (overrides --size)")
-    parser.add_argument("--num-valid", type=int, help="valid utterances (overrides --size)")
-    parser.add_argument("--num-test", type=int, help="test utterances (overrides --size)")
+    for split in ("train", "valid", "test"):
+        parser.add_argument(f"--num-{split}", type=_checked(f"num_{split}", int),
+                            help=f"{split} utterances (overrides --size)")
     parser.add_argument("--seed", type=int, default=defaults.seed)
-    parser.add_argument("--num-sentences", type=int, help="distinct sentences (default: max(4000, total/3))")
+    parser.add_argument("--num-sentences", type=_checked("num_sentences", int),
+                        help="distinct sentences (default: max(4000, total/3))")
     parser.add_argument("--voices", help="comma-separated voices to use (default: the 15 default voices); "
                         "more: the -lower/-higher warps and the espeak-<accent>-<variant> voices, see "
                         "speechkit/corpus/README.md")
@@ -33,19 +41,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--valid-voices", default=",".join(defaults.valid_voices),
                         help="comma-separated voices held out for valid; empty: valid uses training voices "
                         "(default: %(default)s)")
-    parser.add_argument("--speed-range", type=float, nargs=2, default=defaults.speed_range,
-                        metavar=("MIN", "MAX"), help="speaking-rate range (default: %(default)s)")
-    parser.add_argument("--loudness-range", type=float, nargs=2, default=defaults.loudness_range,
-                        metavar=("MIN", "MAX"), help="speech level range in dBFS (default: %(default)s)")
-    parser.add_argument("--noise-prob", type=float, default=defaults.noise_prob,
-                        help="share of utterances with added noise (default: %(default)s)")
-    parser.add_argument("--snr-range", type=float, nargs=2, default=defaults.snr_range,
+    parser.add_argument("--speed-range", type=_checked("speed_range"), nargs=2, action=OrderedPair,
+                        default=defaults.speed_range,
                         metavar=("MIN", "MAX"),
-                        help="signal-to-noise ratio range in dB (default: %(default)s)")
+                        help="speaking-rate range, within 0.25-4 (default: %(default)s)")
+    parser.add_argument("--loudness-range", type=_checked("loudness_range"), nargs=2, action=OrderedPair,
+                        default=defaults.loudness_range,
+                        metavar=("MIN", "MAX"),
+                        help="speech level range in dBFS, within -60-0 (default: %(default)s)")
+    parser.add_argument("--noise-prob", type=_checked("noise_prob"), default=defaults.noise_prob,
+                        help="share of utterances with added noise, 0-1 (default: %(default)s)")
+    parser.add_argument("--snr-range", type=_checked("snr_range"), nargs=2, action=OrderedPair,
+                        default=defaults.snr_range,
+                        metavar=("MIN", "MAX"),
+                        help="signal-to-noise ratio range in dB, within -30-100 (default: %(default)s)")
     parser.add_argument("--held-out-engine", choices=["espeak", "festival", "flite"], default=None,
                         help="train and validate on no voice of this speech engine; its voices speak "
                              "test_engine.json (the test sentences): a kind of voice never heard")
-    parser.add_argument("--num-workers", type=int, default=os.cpu_count() or 1,
+    parser.add_argument("--num-workers", type=_checked("num_workers", int), default=os.cpu_count() or 1,
                         help="synthesis processes (default: number of cores)")
     parser.add_argument("--overwrite", action="store_true", help="rebuild even if the folder holds a corpus")
     add_progress_flags(parser)

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import multiprocessing
 import os
 import random
@@ -135,6 +136,35 @@ class UtterancePlan:
     @property
     def relative_path(self) -> str:
         return f"{self.split}/{self.voice}/{self.id}.flac"
+
+
+#: Allowed values of the numeric settings: name -> (low, high), both included. Speech below -60 dBFS sinks
+#: towards the -72 dBFS hiss of the silences; above 0 dBFS it clips. ``speechkit corpus`` checks its flags
+#: against the same table.
+SETTING_BOUNDS = {"num_train": (1, None), "num_valid": (0, None), "num_test": (0, None),
+                  "num_sentences": (1, None), "speed_range": (0.25, 4.0), "loudness_range": (-60.0, 0.0),
+                  "noise_prob": (0.0, 1.0), "snr_range": (-30.0, 100.0), "num_workers": (1, None),
+                  "chunk_size": (1, None)}
+
+
+def check_config(config: CorpusConfig) -> None:
+    """Raise DataError naming the first numeric setting that is not a finite number in its bounds
+    (:data:`SETTING_BOUNDS`), or a range whose minimum is above its maximum."""
+    for name, (low, high) in SETTING_BOUNDS.items():
+        value = getattr(config, name)
+        if value is None and name == "num_sentences":
+            continue
+        values = tuple(value) if name.endswith("_range") else (value,)
+        if name.endswith("_range") and len(values) != 2:
+            raise DataError(f"{name} must be (min, max), got {value!r}")
+        for item in values:
+            if isinstance(item, bool) or not isinstance(item, (int, float)) or not math.isfinite(item):
+                raise DataError(f"{name} must hold finite numbers, got {value!r}")
+            if (low is not None and item < low) or (high is not None and item > high):
+                bounds = f"[{low}, {high}]" if high is not None else f">= {low}"
+                raise DataError(f"{name} must be within {bounds}, got {value!r}")
+        if name.endswith("_range") and values[0] > values[1]:
+            raise DataError(f"{name}: min {values[0]} is above max {values[1]}")
 
 
 def splits_of(config: CorpusConfig) -> tuple:
@@ -297,6 +327,7 @@ def build_corpus(config: CorpusConfig, overwrite: bool = False, log=print,
     holding anything else is refused. ``log`` prints the summary line; ``progress(done, total)`` is called
     with the utterances synthesized so far, after each chunk.
     """
+    check_config(config)
     out = config.output_dir
     summary_path = os.path.join(out, "corpus.json")
     if os.path.exists(summary_path) and not overwrite:
