@@ -27,7 +27,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--size", choices=sorted(SIZES), default="demo",
                         help="named size: " + ", ".join(f"{k}={v[0]}/{v[1]}/{v[2]}" for k, v in SIZES.items())
                         + " train/valid/test utterances (default: demo)")
-    for split in ("train", "valid", "test"):
+    # An empty training set from the command line is a slip (the library allows one: test-only corpora).
+    parser.add_argument("--num-train", type=number(int, 1), help="train utterances (overrides --size)")
+    for split in ("valid", "test"):
         parser.add_argument(f"--num-{split}", type=_checked(f"num_{split}", int),
                             help=f"{split} utterances (overrides --size)")
     parser.add_argument("--seed", type=int, default=defaults.seed)

@@ -141,7 +141,7 @@ class UtterancePlan:
 #: Allowed values of the numeric settings: name -> (low, high), both included. Speech below -60 dBFS sinks
 #: towards the -72 dBFS hiss of the silences; above 0 dBFS it clips. ``speechkit corpus`` checks its flags
 #: against the same table.
-SETTING_BOUNDS = {"num_train": (1, None), "num_valid": (0, None), "num_test": (0, None),
+SETTING_BOUNDS = {"num_train": (0, None), "num_valid": (0, None), "num_test": (0, None),
                   "num_sentences": (1, None), "speed_range": (0.25, 4.0), "loudness_range": (-60.0, 0.0),
                   "noise_prob": (0.0, 1.0), "snr_range": (-30.0, 100.0), "num_workers": (1, None),
                   "chunk_size": (1, None)}

@@ -86,7 +86,10 @@ def read_ledger(path: Union[str, os.PathLike]) -> LedgerContents:
                            "it away to redo this shard") from None
         good += len(line) + 1
         if "id" in row:
-            item_id = str(row["id"])
+            if not isinstance(row["id"], str) or not row["id"]:
+                raise JobError(f"{path}, line {number}: the item id {row['id']!r} is not a non-empty string; "
+                               "the ledger is damaged: move it away to redo this shard")
+            item_id = row["id"]
             if item_id in records:
                 duplicates.append(item_id)
             records[item_id] = row

@@ -112,12 +112,15 @@ def run_job(config: JobConfig, environ=None) -> ShardResult:
             run = ledger.open_run(source=identity.source)
             broken = [i for i in mine if task.suffix and i in ledger.done
                       and not output_is_intact(folder, ledger.done[i], config.verify)]
+            _check_ledger_ids(ledger, mine)
             ledger.redo(broken)
-            _check_inputs_unchanged(ledger, mine, data, task, config.manifest)
+            changed = _inputs_changed(ledger, mine, data, task)
+            ledger.redo(changed)
+            broken += changed
             already = sum(1 for i in mine if i in ledger.done)
             todo = [i for i in mine if i not in ledger.done]
-            logger.info("%s (run %d, %s): %d items, %d done, %d to redo (output missing or damaged), "
-                        "%d to do",
+            logger.info("%s (run %d, %s): %d items, %d done, %d to redo (output missing or damaged, or input "
+                        "changed), %d to do",
                         where, run, identity.source, len(mine), already, len(broken), len(todo))
             batches = batches_by_duration(todo, durations, config.max_batch_seconds, config.max_batch_size)
             model = _load_model(config, task, identity) if todo else None
@@ -133,7 +136,9 @@ def run_job(config: JobConfig, environ=None) -> ShardResult:
                     for item_id, result in zip(batch, task.run(model, inputs.result())):
                         record = _write_output(task, folder, item_id, result)
                         row = data[item_id]
-                        record["input_bytes"] = job_plan.input_size(row[task.input_field(row)])
+                        source = row[task.input_field(row)]
+                        record["input_bytes"] = job_plan.input_size(source)
+                        record["input_blake2b"] = job_plan.input_digest(source)
                         ledger.record(item_id, record)
                     done_now += len(batch)
                     progress.update(len(batch))
@@ -167,20 +172,39 @@ def _prefetched(batches: list, load):
                 raise
 
 
-def _check_inputs_unchanged(ledger, ids: list, data: dict, task, manifest: str) -> None:
-    """Refuse to go on when the input file of an item already done changed size since: its result is of
-    other audio than the manifest now names (the fingerprint holds the paths, not the content)."""
+def _check_ledger_ids(ledger, mine: list) -> None:
+    """Refuse a ledger that records items this shard does not hold (an id renamed or added by hand, a path):
+    its records cannot be this job's results, and the shard must not go on as if they were."""
+    planned = set(mine)
+    strangers = [item_id for item_id in ledger.done if item_id not in planned]
+    if strangers:
+        named = ", ".join(job_plan.describe_id(i) for i in strangers[:3])
+        raise JobError(f"{ledger.path}: records {len(strangers)} item(s) that are not in this shard's plan "
+                       f"({named}{', ...' if len(strangers) > 3 else ''}); the ledger was edited or belongs "
+                       "to another job: restore it, or move it away to redo this shard")
+
+
+def _inputs_changed(ledger, ids: list, data: dict, task) -> list:
+    """The items done whose input file changed since (other size, or other bytes: a file overwritten by
+    other audio): their results are of other audio than the manifest now names, so they are done again
+    (the fingerprint holds the paths, not the content). Each is logged with what changed."""
     changed = []
     for item_id in ids:
-        recorded = ledger.done.get(item_id, {}).get("input_bytes")
-        if recorded is not None:
-            now = job_plan.input_size(data[item_id][task.input_field(data[item_id])])
-            if now != recorded:
-                changed.append(f"'{item_id}' ({recorded} bytes when done, now {now})")
-    if changed:
-        raise JobError(f"{manifest}: the input file of {len(changed)} item(s) done changed since: "
-                       f"{', '.join(changed[:5])}{' ...' if len(changed) > 5 else ''}; their results are of "
-                       "other audio: restore the files, or run the job in a new --output folder")
+        record = ledger.done.get(item_id, {})
+        if record.get("input_bytes") is None:
+            continue
+        source = data[item_id][task.input_field(data[item_id])]
+        size = job_plan.input_size(source)
+        if size != record["input_bytes"]:
+            why = f"{record['input_bytes']} bytes when done, now {size}"
+        elif "input_blake2b" in record and job_plan.input_digest(source) != record["input_blake2b"]:
+            why = f"same size ({size} bytes), other content"
+        else:
+            continue
+        changed.append(item_id)
+        logger.warning("item '%s': its input %s changed since it was done (%s); doing it again", item_id,
+                       source.get("file") if isinstance(source, dict) else source, why)
+    return changed
 
 
 def _write_output(task, folder: Path, item_id: str, result) -> dict:

@@ -39,7 +39,7 @@ def test_bad_flags_exit_2_naming_the_flag(tmp_path, capsys, flags, message):
 
 
 @pytest.mark.parametrize("change, message", [
-    ({"num_train": -1}, r"num_train must be within >= 1, got -1"),
+    ({"num_train": -1}, r"num_train must be within >= 0, got -1"),
     ({"snr_range": (100.0, -100.0)}, r"snr_range must be within \[-30.0, 100.0\], got \(100.0, -100.0\)"),
     ({"snr_range": (30.0, 5.0)}, "snr_range: min 30.0 is above max 5.0"),
     ({"noise_prob": 2.0}, r"noise_prob must be within \[0.0, 1.0\]"),
