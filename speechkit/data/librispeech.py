@@ -23,7 +23,7 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Optional
 
-from speechkit.data.manifest import read_durations, write_json_manifest
+from speechkit.data.manifest import is_regular_file, read_durations, write_json_manifest
 from speechkit.errors import ManifestError
 from speechkit.terminal import Progress, add_progress_flags
 
@@ -50,8 +50,10 @@ def _transcripts(split_folder: str) -> list:
             chapter_folder = os.path.join(speaker_folder, chapter)
             if not os.path.isdir(chapter_folder):
                 continue
-            found.extend(os.path.join(chapter_folder, name) for name in sorted(os.listdir(chapter_folder))
-                         if name.endswith(TRANSCRIPT_SUFFIX))
+            found.extend(path for path in (os.path.join(chapter_folder, name)
+                                           for name in sorted(os.listdir(chapter_folder))
+                                           if name.endswith(TRANSCRIPT_SUFFIX))
+                         if is_regular_file(path))  # a FIFO would block the read for ever
     return found
 
 
@@ -86,12 +88,15 @@ def read_split(split_folder: str, *, ext: str = "flac") -> dict:
                 if data_id in rows:
                     raise ManifestError(f"{where}: duplicate id {data_id!r} (first in {origin[data_id]})")
                 wav = os.path.join(chapter_folder, data_id + suffix)
-                if not os.path.isfile(wav):
+                if not os.path.lexists(wav):
                     raise ManifestError(f"{where}: id {data_id!r} has no audio file {wav}")
+                if not is_regular_file(wav):  # a FIFO, socket or device: skipped, named in the log
+                    continue
                 rows[data_id] = {"wav": wav, "spk": speaker, "chapter": chapter, "text": text}
                 origin[data_id] = where
         for name in sorted(os.listdir(chapter_folder)):
-            if name.endswith(suffix) and name[: -len(suffix)] not in rows:
+            if name.endswith(suffix) and name[: -len(suffix)] not in rows \
+                    and is_regular_file(os.path.join(chapter_folder, name), warn=False):
                 raise ManifestError(f"{os.path.join(chapter_folder, name)} has no line in {transcript}")
     return rows
 

@@ -23,15 +23,19 @@ from __future__ import annotations
 import csv
 import io
 import json
+import logging
 import math
 import os
 import random
 import re
+import stat
 from collections.abc import Iterable, Mapping
 from typing import Any, Callable, Optional, Union
 
 from speechkit.data.fields import FILE_FIELDS, INTEGER_FIELDS, NUMBER_FIELDS
 from speechkit.errors import AudioError, ManifestError
+
+logger = logging.getLogger(__name__)
 
 _PLACEHOLDER = re.compile(r"\$(?:\{(\w+)\}|(\w+))")
 #: Below this many files, headers are read in this process: reading a header takes well under a millisecond
@@ -381,7 +385,11 @@ def write_csv_manifest(data: Mapping[str, Mapping[str, Any]], path: Union[str, o
 
 
 def find_audio_files(root: Union[str, os.PathLike], ext: str = "flac") -> list:
-    """Every file under ``root`` whose name ends with ``.ext``, as sorted paths relative to ``root``."""
+    """Every regular file under ``root`` whose name ends with ``.ext``, as sorted paths relative to ``root``.
+
+    A FIFO, socket or device (or a link to one, or a broken link) with that name is skipped with a warning
+    (:func:`is_regular_file`): opening a FIFO would wait for a writer for ever.
+    """
     root = os.fspath(root)
     if not os.path.isdir(root):
         raise ManifestError(f"not a directory: {root}")
@@ -390,9 +398,34 @@ def find_audio_files(root: Union[str, os.PathLike], ext: str = "flac") -> list:
     for folder, subfolders, names in os.walk(root, followlinks=True):
         subfolders.sort()
         for name in names:
-            if name.lower().endswith(suffix):
-                found.append(os.path.relpath(os.path.join(folder, name), root))
+            path = os.path.join(folder, name)
+            if name.lower().endswith(suffix) and is_regular_file(path):
+                found.append(os.path.relpath(path, root))
     return sorted(found)
+
+
+def is_regular_file(path: Union[str, os.PathLike], warn: bool = True) -> bool:
+    """Whether ``path`` is a regular file (links followed); a FIFO, socket, device or broken link is not,
+    and is logged as skipped when ``warn``. What every walker of a tree asks before opening a file.
+
+    Example:
+        >>> is_regular_file("/dev/null", warn=False)
+        False
+    """
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as error:
+        kind = f"unreadable ({error.strerror})"
+    else:
+        if stat.S_ISREG(mode):
+            return True
+        kind = next((name for test, name in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
+                                              (stat.S_ISCHR, "a character device"),
+                                              (stat.S_ISBLK, "a block device"), (stat.S_ISDIR, "a folder"))
+                     if test(mode)), "not a regular file")
+    if warn:
+        logger.warning("skipping %s: %s, not a regular file", os.fspath(path), kind)
+    return False
 
 
 def _duration_of(path: str) -> tuple:
