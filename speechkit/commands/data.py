@@ -30,10 +30,16 @@ SUBCOMMANDS = {
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="data_command", metavar="SUBCOMMAND", required=True)
     for name, (module_name, help_text) in SUBCOMMANDS.items():
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as error:
+            if error.name != module_name:  # the module is there but imports something missing: say so
+                raise
+            continue  # a subcommand this build does not ship: the others still work
         child = sub.add_parser(name, help=help_text, description=help_text,
                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
         child.set_defaults(data_module=module_name)
-        importlib.import_module(module_name).add_arguments(child)
+        module.add_arguments(child)
 
 
 def run(args: argparse.Namespace) -> int | None:
