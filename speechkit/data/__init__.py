@@ -2,8 +2,9 @@
 
 The main names are importable from here (each module is imported on first use)::
 
-    from speechkit.data import DynamicItemDataset, PaddedBatch, takes, provides
+    from speechkit.data import AudioPolicy, DynamicItemDataset, PaddedBatch, takes, provides
     dataset = DynamicItemDataset.from_json("train.json", replacements={"data_root": "/corpora/libri"})
+    dataset.add_dynamic_item(AudioPolicy(16000), takes=["wav"], provides=["sig"])  # docs/data.md
 """
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ _LAZY = {
     "write_audio": ("speechkit.data.audio", "write"),
     "audio_info": ("speechkit.data.audio", "info"),
     "Resample": "speechkit.data.resample",
+    "AudioPolicy": "speechkit.data.audio_policy",
     "load_manifest": "speechkit.data.manifest",
     "load_json_manifest": "speechkit.data.manifest",
     "load_csv_manifest": "speechkit.data.manifest",
@@ -40,8 +42,8 @@ _LAZY = {
     "DynamicBatchSampler": "speechkit.data.samplers",
 }
 
-_SUBMODULES = {"audio", "resample", "dataset", "pipeline", "batch", "manifest", "fairseq_manifest",
-               "librispeech", "encoders", "samplers", "loader"}
+_SUBMODULES = {"audio", "audio_policy", "convert", "resample", "dataset", "pipeline", "batch", "manifest",
+               "fairseq_manifest", "librispeech", "encoders", "samplers", "loader"}
 
 
 def __getattr__(name: str):
