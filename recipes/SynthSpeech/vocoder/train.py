@@ -17,7 +17,7 @@ import sys
 
 import speechkit
 from speechkit import distributed as dist
-from speechkit.data import DynamicItemDataset, read_audio
+from speechkit.data import AudioPolicy, DynamicItemDataset
 from speechkit.models.vocoder import griffin_lim
 from speechkit.nn import multi_resolution_stft_loss, stft_distances
 from speechkit.recipe import sibling_module, start
@@ -72,6 +72,7 @@ def datasets(hparams: dict, manifests: dict) -> dict:
     """Random crops for training (a new crop every epoch), whole utterances for valid and test."""
     segment = int(hparams["segment_seconds"] * hparams["sample_rate"])
     crops = random.Random(hparams["seed"] + dist.rank())
+    read_audio = AudioPolicy(hparams["sample_rate"])  # mono at the model's rate, as inference reads files
 
     def cropped(wav):
         signal = read_audio(wav)

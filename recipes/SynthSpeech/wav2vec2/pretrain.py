@@ -28,7 +28,7 @@ import sys
 import torch
 
 import speechkit
-from speechkit.data import DynamicItemDataset, provides, read_audio, takes
+from speechkit.data import AudioPolicy, DynamicItemDataset, provides, takes
 from speechkit.engine.progress import format_value
 from speechkit.experiment import seed_everything
 from speechkit.models.wav2vec2 import batch_generator
@@ -79,6 +79,8 @@ class Wav2Vec2Pretrainer(speechkit.Brain):
 
 def dataio_prepare(hparams: dict, manifests: dict) -> dict:
     """The audio only (normalized per utterance in compute_forward, as the fine-tuned model will be)."""
+
+    read_audio = AudioPolicy(hparams["sample_rate"])  # mono at the model's rate (docs/data.md)
 
     @takes("wav")
     @provides("sig")
