@@ -28,7 +28,7 @@ import torch
 from speechkit.data.audio_policy import shared_policy
 from speechkit.data.trim import trim_batch
 from speechkit.decoding.ctc import ctc_greedy_decode
-from speechkit.errors import HparamsError
+from speechkit.errors import DataError, HparamsError
 from speechkit.hparams import load_hparams
 from speechkit.pretrained.fetching import (
     FetchFrom,
@@ -68,6 +68,14 @@ class Pretrained(torch.nn.Module):
         self.mods = torch.nn.ModuleDict(modules)
         self.device = torch.device(_option(run_opts, "device") or "cpu")
         self.sample_rate = int(hparams["sample_rate"])
+        # How files are read (docs/data.md, "The audio policy"): channels averaged, or the one the model was
+        # trained on (the training recipe's audio_policy channels, written as audio_channels).
+        self.audio_channels = hparams.get("audio_channels", "mix")
+        try:
+            self.audio_policy = shared_policy(self.sample_rate, self.audio_channels)
+        except (DataError, TypeError):
+            raise HparamsError(f"{source_description}: audio_channels must be 'mix' or a channel index >= 0, "
+                               f"got {self.audio_channels!r}") from None
         self.trim_silence = hparams.get("trim_silence")
         if self.trim_silence is not None and (not isinstance(self.trim_silence, dict)
                                               or set(self.trim_silence) - {"margin", "threshold_db"}):
@@ -198,13 +206,13 @@ class Pretrained(torch.nn.Module):
     # -------------------------------------------------------------------------------------------- audio
     def load_audio(self, path) -> torch.Tensor:
         """Read any file soundfile reads (WAV, FLAC, MP3, OGG, ...) as the model's training read it: by the
-        audio policy (:class:`speechkit.data.audio_policy.AudioPolicy`), channels averaged and resampled to
-        the model's rate with the loaders' one filter.
+        audio policy (:class:`speechkit.data.audio_policy.AudioPolicy`): channels averaged (or the channel
+        the folder's ``audio_channels`` names) and resampled to the model's rate with the loaders' one filter.
 
         Returns:
             float32 tensor (time,) at ``self.sample_rate``.
         """
-        return shared_policy(self.sample_rate).read(path)
+        return self.audio_policy.read(path)
 
     def _prepare(self, wavs: torch.Tensor, lengths: Optional[torch.Tensor]) -> tuple:
         if wavs.dim() == 1:

@@ -269,7 +269,8 @@ def _mel_input(model: ServedModel, data: bytes, name: str, limits: ServeLimits) 
     """A vocoder request's mel: an .npy (frames, n_mels), or the model's mel of an audio file."""
     vocoder = model.interface
     if not data.startswith(b"\x93NUMPY"):
-        wav = decode_upload(data, model.sample_rate, limits.max_audio_seconds, name)
+        wav = decode_upload(data, model.sample_rate, limits.max_audio_seconds, name,
+                            getattr(model, "audio_channels", "mix"))
         mels, frames = vocoder.mel_batch(wav.unsqueeze(0), torch.tensor([wav.shape[0]]))
         return mels[0, : int(frames[0])].cpu()
     try:

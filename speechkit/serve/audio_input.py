@@ -22,10 +22,12 @@ import soundfile
 import torch
 
 from speechkit.data.audio_policy import shared_policy
+from speechkit.errors import AudioError
 from speechkit.serve.errors import RequestError
 
 
-def decode_upload(data: bytes, sample_rate: int, max_seconds: float, name: str = "upload") -> torch.Tensor:
+def decode_upload(data: bytes, sample_rate: int, max_seconds: float, name: str = "upload",
+                  channels="mix") -> torch.Tensor:
     """Decode an uploaded audio file.
 
     Args:
@@ -33,6 +35,7 @@ def decode_upload(data: bytes, sample_rate: int, max_seconds: float, name: str =
         sample_rate: the model's rate; other rates are converted.
         max_seconds: longest audio accepted.
         name: what to call the upload in messages (its file name when it had one).
+        channels: the model's audio policy channels (``"mix"`` or an index).
 
     Returns:
         (time,) float32 at ``sample_rate``.
@@ -54,7 +57,7 @@ def decode_upload(data: bytes, sample_rate: int, max_seconds: float, name: str =
     except Exception as error:  # libsndfile's messages: "Format not recognised", ...
         reason = re.sub(r"^Error opening <[^>]*>: ", "", str(error))
         raise RequestError(415, f"{name} is not an audio file soundfile can read ({reason})") from None
-    return to_model_rate(torch.from_numpy(array), rate, sample_rate, name)
+    return to_model_rate(torch.from_numpy(array), rate, sample_rate, name, channels)
 
 
 def decode_pcm(data: bytes, name: str = "chunk") -> torch.Tensor:
@@ -65,11 +68,15 @@ def decode_pcm(data: bytes, name: str = "chunk") -> torch.Tensor:
     return torch.from_numpy(np.frombuffer(data, dtype="<f4").astype(np.float32))
 
 
-def to_model_rate(waveform: torch.Tensor, rate: int, sample_rate: int, name: str) -> torch.Tensor:
+def to_model_rate(waveform: torch.Tensor, rate: int, sample_rate: int, name: str,
+                  channels="mix") -> torch.Tensor:
     """Check a decoded (time,) or (time, channels) waveform and convert it by the audio policy: mono at
     ``sample_rate``."""
     if waveform.numel() == 0:
         raise RequestError(400, f"{name} holds no audio samples (0 frames)")
     if not bool(torch.isfinite(waveform).all()):
         raise RequestError(400, f"{name} holds NaN or infinite samples")
-    return shared_policy(sample_rate).apply(waveform, rate, name)
+    try:
+        return shared_policy(sample_rate, channels).apply(waveform, rate, name)
+    except AudioError as error:  # a channel the upload lacks
+        raise RequestError(400, str(error)) from None

@@ -174,3 +174,23 @@ def test_policies_pickle_for_loader_workers_and_compare_by_settings():
     assert AudioPolicy(16000) != AudioPolicy(16000, channels=0) != AudioPolicy(16000, convert=False)
     assert "16000 Hz mono (channel 1)" == AudioPolicy(16000, channels=1).describe()
     assert repr(policy) == "AudioPolicy(sample_rate=16000, channels='mix', convert=True)"
+
+
+def test_a_model_folder_can_name_the_channel_its_model_was_trained_on(tmp_path):
+    from speechkit.errors import HparamsError
+    from speechkit.pretrained.interfaces import Pretrained
+    from tests.helpers.job_models import write_model
+
+    folder = write_model(tmp_path / "model")
+    path = tmp_path / "stereo.wav"
+    soundfile.write(path, stereo(44100), 44100, subtype="FLOAT")
+    model = Pretrained.from_hparams(str(folder))
+    assert model.audio_channels == "mix"
+    assert torch.equal(model.load_audio(path), AudioPolicy(16000).read(path))
+    text = (folder / "hyperparams.yaml").read_text()
+    (folder / "hyperparams.yaml").write_text(text + "audio_channels: 1\n")
+    model = Pretrained.from_hparams(str(folder))
+    assert torch.equal(model.load_audio(path), AudioPolicy(16000, channels=1).read(path))
+    (folder / "hyperparams.yaml").write_text(text + "audio_channels: left\n")
+    with pytest.raises(HparamsError, match="audio_channels must be 'mix' or a channel index >= 0, got 'le"):
+        Pretrained.from_hparams(str(folder))
