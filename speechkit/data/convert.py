@@ -60,7 +60,7 @@ def copy_name(item_id: str, field: str, several: bool) -> str:
 
     Example:
         >>> copy_name("spk1/utt 3", "wav", several=False)
-        'spk1_utt_3-0b7e3b4f.flac'
+        'spk1_utt_3-b0f44fc0.flac'
     """
     safe = _UNSAFE.sub("_", item_id)[:120]
     if safe != item_id or safe.startswith("."):
