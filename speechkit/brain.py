@@ -34,7 +34,7 @@ from speechkit.augment.core import item_seeds
 from speechkit.checkpoint_averaging import load_average
 from speechkit.checkpoint_selection import load_module_weights
 from speechkit.checkpoints import read_checkpoint
-from speechkit.distributed.signals import PreemptionHandler, any_rank
+from speechkit.distributed.signals import TRAINING_SIGNALS, PreemptionHandler, any_rank
 from speechkit.engine.accumulation import (
     describe_effective_batch,
     resolve_accumulation,
@@ -56,7 +56,7 @@ from speechkit.engine.progress import ProgressBar, StageStats, TrainLog, summary
 from speechkit.engine.resume import optimizer_hyperparameters, reconcile_optimizers
 from speechkit.engine.rng import RandomStates
 from speechkit.engine.tensorboard import TensorBoardLog
-from speechkit.errors import EXIT_PREEMPTED, DataError, RunOptionsError
+from speechkit.errors import EXIT_INTERRUPTED, EXIT_PREEMPTED, DataError, RunOptionsError
 from speechkit.run_options import RunOptions
 from speechkit.stage import Stage
 
@@ -126,7 +126,7 @@ class Brain:
         self.train_position = 0  # batches of the current training epoch done (0 between epochs)
         self.train_stats = StageStats()
         self.rng_states = RandomStates()
-        self.preemption = PreemptionHandler(device=self.device)
+        self.preemption = PreemptionHandler(TRAINING_SIGNALS, device=self.device)
         self.train_log = TrainLog(self._train_log_path(hparams), self.context.is_main)
         self.tensorboard = TensorBoardLog(self.run_opts.tensorboard, self.context.is_main)
         self.train_loader: Any = None
@@ -409,17 +409,22 @@ class Brain:
             )
             self._last_ckpt_clock = time.monotonic()
         if preempted:
-            self._exit_preempted()
+            self._exit_preempted(epoch)
         limit = self.run_opts.optimizer_step_limit
         if limit is not None and self.optimizer_steps >= limit:
             logger.info("Reached optimizer_step_limit %d; stopping training", limit)
             self._stop = True
         return self._stop
 
-    def _exit_preempted(self) -> None:
-        logger.warning("Preempted: checkpoint saved; run the same command again to resume")
+    def _exit_preempted(self, epoch: int) -> None:
+        saved = "checkpoint saved" if self.checkpointer is not None else "no checkpointer, nothing saved"
+        position = f"epoch {epoch}, batch {self.train_position}" if self.train_position else f"end of epoch {epoch}"
+        # A signal on another rank stops this one too: each rank says what it saw.
+        interrupted = self.preemption.interrupted
+        cause = "Interrupted (Ctrl-C)" if interrupted else "Preempted"
+        logger.warning("%s: %s at %s; run the same command again to resume", cause, saved, position)
         self.preemption.uninstall()
-        raise SystemExit(EXIT_PREEMPTED)
+        raise SystemExit(EXIT_INTERRUPTED if interrupted else EXIT_PREEMPTED)
 
     def _end_of_epoch(self, epoch: int) -> None:
         meta = {"loss": self.train_loss, **(self.train_metrics or {})}
@@ -446,7 +451,7 @@ class Brain:
             )
         self._stop = self._stop or stop_early
         if self.preemption.requested():
-            self._exit_preempted()
+            self._exit_preempted(epoch)
 
     def _epoch_lr(self, metric: float) -> None:
         if self.lr_scheduler is not None and getattr(self.lr_scheduler, "interval", None) == "epoch":

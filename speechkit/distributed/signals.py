@@ -1,9 +1,14 @@
-"""Preemption signals: SIGTERM / SIGUSR1 ask training to save at the next batch boundary and stop.
+"""Preemption signals: SIGTERM / SIGUSR1 (and a first Ctrl-C) ask training to save at the next batch boundary
+and stop.
 
 SLURM sends SIGTERM (or, with ``--signal=USR1@90``, SIGUSR1) before it ends a job; torchrun forwards SIGTERM
 to its workers. The handler only sets a flag; the training loop asks :meth:`PreemptionHandler.requested` at a
 batch boundary, and every rank gets the same answer (an all-reduce MAX when a process group is up), so all
 ranks save the same checkpoint and stop together, with exit code :data:`speechkit.errors.EXIT_PREEMPTED`.
+
+Ctrl-C (SIGINT), when listed in ``signals``, works the same way the first time (training exits with
+:data:`speechkit.errors.EXIT_INTERRUPTED` after saving); a second Ctrl-C before the save raises
+``KeyboardInterrupt`` at once, for a user who does not want to wait.
 
 Example:
     >>> with PreemptionHandler() as preemption:
@@ -24,6 +29,8 @@ from typing import Optional
 logger = logging.getLogger(__name__)
 
 DEFAULT_SIGNALS = ("SIGTERM", "SIGUSR1")
+#: What training catches: the preemption signals and Ctrl-C.
+TRAINING_SIGNALS = DEFAULT_SIGNALS + ("SIGINT",)
 
 
 class PreemptionHandler:
@@ -60,12 +67,26 @@ class PreemptionHandler:
         self.uninstall()
 
     def _on_signal(self, signum: int, frame) -> None:
+        if signum == signal.SIGINT and self.interrupted:
+            # The second Ctrl-C: the user does not want to wait for the save.
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            raise KeyboardInterrupt("second Ctrl-C: stopped at once, without saving")
         # Only set a flag: saving inside a signal handler could interrupt a half-done optimizer step.
-        self.received = signum
+        if self.received is None or signum == signal.SIGINT:
+            self.received = signum
+        if signum == signal.SIGINT:
+            logger.warning("Ctrl-C: saving a checkpoint at the next batch boundary, then stopping "
+                           "(press Ctrl-C again to stop at once without saving)")
+            return
         logger.warning(
             "Received %s: saving a checkpoint at the next batch boundary, then stopping",
             signal.Signals(signum).name,
         )
+
+    @property
+    def interrupted(self) -> bool:
+        """Whether the request came from Ctrl-C (SIGINT) rather than a preemption signal."""
+        return self.received == getattr(signal, "SIGINT", None)
 
     def local_request(self) -> bool:
         return self.received is not None
