@@ -418,7 +418,8 @@ class Brain:
 
     def _exit_preempted(self, epoch: int) -> None:
         saved = "checkpoint saved" if self.checkpointer is not None else "no checkpointer, nothing saved"
-        position = f"epoch {epoch}, batch {self.train_position}" if self.train_position else f"end of epoch {epoch}"
+        position = f"epoch {epoch}, batch {self.train_position}" if self.train_position else \
+            f"end of epoch {epoch}"
         # A signal on another rank stops this one too: each rank says what it saw.
         interrupted = self.preemption.interrupted
         cause = "Interrupted (Ctrl-C)" if interrupted else "Preempted"

@@ -75,6 +75,6 @@ class PreemptedError(SpeechkitError):
 #: Exit code of a run that saved a checkpoint on SIGTERM/SIGUSR1 and stopped; run the same command to resume.
 EXIT_PREEMPTED = 75  # EX_TEMPFAIL: a temporary failure, retrying is expected to work
 
-#: Exit code of a run that saved a checkpoint on Ctrl-C (SIGINT) and stopped: 128 + SIGINT, as shells report an
-#: interrupted command; run the same command to resume.
+#: Exit code of a run that saved a checkpoint on Ctrl-C (SIGINT) and stopped: 128 + SIGINT, as shells report
+#: an interrupted command; run the same command to resume.
 EXIT_INTERRUPTED = 130
