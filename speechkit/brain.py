@@ -57,6 +57,7 @@ from speechkit.engine.resume import optimizer_hyperparameters, reconcile_optimiz
 from speechkit.engine.rng import RandomStates
 from speechkit.engine.tensorboard import TensorBoardLog
 from speechkit.errors import EXIT_INTERRUPTED, EXIT_PREEMPTED, DataError, RunOptionsError
+from speechkit.hparams_keys import check_keys_read
 from speechkit.run_options import RunOptions
 from speechkit.stage import Stage
 
@@ -95,7 +96,10 @@ class Brain:
         trainable_modules: Optional[list] = None,
         lr_scheduler: Any = None,
     ):
+        source = getattr(hparams, "path", "")  # the YAML file, when loaded by speechkit.hparams
         hparams = dict(hparams or {})
+        # A key the methods read but the YAML lacks fails now, not at the first validation.
+        check_keys_read(type(self), hparams, stop=Brain, source=source)
         if run_opts is None:
             run_opts = RunOptions()
         elif isinstance(run_opts, dict):

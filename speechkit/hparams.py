@@ -27,6 +27,7 @@ from hyperpyyaml import load_hyperpyyaml
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
 from speechkit.errors import HparamsError, SpeechkitError
+from speechkit.hparams_keys import Hparams, did_you_mean
 from speechkit.run_options import check_option_value, parse_arguments  # noqa: F401  (parse_arguments: re-exported)
 
 __all__ = ["load_hparams", "parse_arguments", "resolve_hparams_text"]
@@ -92,7 +93,7 @@ def _build(path: str, text: str, objects: list, guard: Any) -> dict:
         raise HparamsError(
             f"{place}: cannot build the hyperparameters: {type(error).__name__}: {message}"
         ) from error
-    return dict(hparams)
+    return Hparams(hparams, path=path)
 
 
 class _BuildError(Exception):
@@ -264,8 +265,10 @@ def _apply_overrides(tree: dict, overrides: dict, path: str, prefix: str) -> Non
             if _tag(tree).startswith("!include:"):
                 tree[key] = value  # passed on to the included file as its override
                 continue
-            known = ", ".join(str(k) for k in list(tree)[:20])
-            raise HparamsError(f"{path}: override '{dotted}' names no key of the file (keys here: {known})")
+            hint = did_you_mean(str(key), tree)
+            if not hint:
+                hint = f" (the file has {len(tree)} keys{' here' if prefix else ''}; see {path})"
+            raise HparamsError(f"{path}: override '{dotted}' names no key of the file{hint}")
         current = tree[key]
         if isinstance(value, dict) and not _tag(value) and _tag(current).startswith("!include:"):
             if not isinstance(current, dict):  # `x: !include:f.yaml` alone: give it an argument mapping
