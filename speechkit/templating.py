@@ -1,17 +1,20 @@
 """``speechkit new-recipe TEMPLATE DEST``: copy a recipe template to a new folder, ready to run from there.
 
-Templates live in the repository's ``templates/`` folder (found next to the installed package, so an editable
-install sees them). A template refers to its own files with relative paths; those stay valid after the copy.
-Paths that leave the template (``../../../data/corpus-demo`` from inside ``templates/speech_recognition/ASR``,
-or ``../Tokenizer/...`` when only ``ASR`` is copied) would break, so the copy rewrites each of them to the
-absolute path it pointed to, and rewrites ``templates/<name>`` in commands (README, shell scripts) to
-``DEST``.
+Templates ship inside the package (``speechkit/templates/``, copied there when a wheel is built); a checkout
+(an editable install) reads the repository's ``templates/`` folder. A template refers to its own files with
+relative paths; those stay valid after the copy. A path that leaves the template (``../../../data/corpus``
+from inside ``templates/speech_recognition/ASR``, or ``../Tokenizer/...`` when only ``ASR`` is copied) is
+rewritten to point inside the copy (``DEST/data/corpus``, ``DEST/Tokenizer/...``, written relative to the
+file so the copy can move), so that whatever the copy writes (a corpus, a tokenizer) stays in it and never in
+the installed package or the checkout. ``!include`` paths, only read, point back at the template's file.
+``templates/<name>`` in commands (README, shell scripts) becomes ``DEST``.
 
 A relative path is read the way the recipe reads it: from the recipe folder (the nearest folder with a
 ``train.py``, where ``python train.py hparams/x.yaml`` runs), except on ``!include`` lines, which hyperpyyaml
 resolves from the including file's folder.
 
 Example:
+    $ speechkit new-recipe --list
     $ speechkit new-recipe speech_recognition my_asr
     $ cd my_asr/ASR && python train.py hparams/train.yaml
 """
@@ -40,28 +43,39 @@ class TemplateError(SpeechkitError):
 
 
 def templates_root() -> Path:
-    """The repository's ``templates/`` folder (beside the ``speechkit`` package of an editable install).
-
-    ``SPEECHKIT_TEMPLATES`` points elsewhere (a checkout used with a regular install).
-    """
+    """Where the templates are: ``SPEECHKIT_TEMPLATES`` when set, else the package's own ``templates/``
+    (a wheel), else the ``templates/`` folder beside the package (a checkout, an editable install)."""
     override = os.environ.get("SPEECHKIT_TEMPLATES")
     if override:
         return Path(override).resolve()
-    return (Path(__file__).resolve().parent.parent / "templates").resolve()
+    package = Path(__file__).resolve().parent
+    shipped = package / "templates"
+    return shipped if shipped.is_dir() else (package.parent / "templates").resolve()
 
 
 def available_templates(root: Optional[Path] = None) -> list:
     """Names accepted by :func:`copy_template`: each template folder and each of its sub-folders with a
     ``train.py`` (``speech_recognition``, ``speech_recognition/ASR``, ...), sorted."""
     root = templates_root() if root is None else Path(root)
-    if not root.is_dir():
-        return []
     names = []
-    for folder in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith((".", "_"))):
+    for folder in template_folders(root):
         names.append(folder.name)
         recipes = [sub for sub in sorted(folder.iterdir()) if (sub / "train.py").is_file()]
         names += [f"{folder.name}/{sub.name}" for sub in recipes]
     return names
+
+
+def template_folders(root: Path) -> list:
+    """The templates themselves (the folders of ``root``), without their recipe sub-folders."""
+    if not root.is_dir():
+        return []
+    return [p for p in sorted(root.iterdir()) if p.is_dir() and not p.name.startswith((".", "_"))]
+
+
+def _no_templates_hint(root: Path) -> str:
+    return (f"none: no templates folder at {root} (this installation lacks its templates: reinstall "
+            "speechkit from a wheel or a checkout, or set SPEECHKIT_TEMPLATES to a checkout's templates "
+            "folder)")
 
 
 def copy_template(name: str, dest: str | Path, root: Optional[Path] = None, force: bool = False) -> Path:
@@ -84,7 +98,7 @@ def copy_template(name: str, dest: str | Path, root: Optional[Path] = None, forc
     source = (root / name).resolve()
     known = available_templates(root)
     if name not in known or not source.is_dir():
-        listing = ", ".join(known) if known else f"none (no templates folder at {root})"
+        listing = ", ".join(known) if known else _no_templates_hint(root)
         raise TemplateError(f"unknown template {name!r}; available templates: {listing}")
     dest = Path(dest).expanduser().resolve()
     if dest == source or source in dest.parents:
@@ -98,7 +112,8 @@ def copy_template(name: str, dest: str | Path, root: Optional[Path] = None, forc
                 original = source / path.relative_to(dest)
                 text = path.read_text(encoding="utf-8")
                 rewritten = "".join(
-                    rewrite_paths(line, _base_dir(original, line, source), source, dest, template_name=name)
+                    rewrite_paths(line, _base_dir(original, line, source), source, dest, template_name=name,
+                                  inside_copy="!include" not in line)
                     for line in text.splitlines(keepends=True)
                 )
                 if rewritten != text:
@@ -120,19 +135,26 @@ def _base_dir(file: Path, line: str, source: Path) -> Path:
     return file.parent
 
 
-def rewrite_paths(text: str, file_dir: Path, source: Path, dest: Path, template_name: str = "") -> str:
+def rewrite_paths(text: str, file_dir: Path, source: Path, dest: Path, template_name: str = "",
+                  inside_copy: bool = True) -> str:
     """Rewrite the paths in one template file's text so that the copy at ``dest`` runs.
 
     Args:
         text: the file's content.
-        file_dir: the folder the file lives in, inside the template (relative paths start there).
+        file_dir: the folder relative paths start from, inside the template.
         source: the template's folder; paths resolving inside it are kept as they are.
         dest: the copy's folder, written where the text names ``templates/<template_name>``.
         template_name: the template's name as the text spells it in commands.
+        inside_copy: a path leaving the template becomes the same path inside the copy (its leading
+            ``../`` dropped), relative to the copy of ``file_dir``; with False (a file only read, an
+            ``!include``) it becomes the absolute path of the template's file.
 
     Example:
         >>> rewrite_paths("data: ../../data", Path("/r/templates/x/ASR"), Path("/r/templates/x"), Path("/d"))
-        'data: /r/data'
+        'data: ../data'
+        >>> rewrite_paths("a: !include:../../b.yaml", Path("/r/t/x/ASR"), Path("/r/t/x"), Path("/d"),
+        ...               inside_copy=False)
+        'a: !include:/r/t/b.yaml'
     """
 
     def climbing(match: re.Match) -> str:
@@ -141,7 +163,12 @@ def rewrite_paths(text: str, file_dir: Path, source: Path, dest: Path, template_
         if target == source or source in target.parents:
             return relative  # stays inside the template: valid in the copy too
         trailing = "/" if relative.endswith("/") else ""
-        return str(target) + trailing
+        if not inside_copy:
+            return str(target) + trailing
+        parts = Path(os.path.relpath(target, source)).parts
+        in_copy = dest.joinpath(*[part for part in parts if part != ".."])
+        copy_dir = dest / file_dir.relative_to(source) if source in (file_dir, *file_dir.parents) else dest
+        return os.path.relpath(in_copy, copy_dir) + trailing
 
     text = _CLIMBING_PATH.sub(climbing, text)
     if template_name:
@@ -150,19 +177,24 @@ def rewrite_paths(text: str, file_dir: Path, source: Path, dest: Path, template_
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("template", nargs="?", help="Template name (see --list), e.g. speech_recognition.")
+    parser.add_argument("template", nargs="?", help="Template name (see --list), e.g. speech_recognition, or "
+                        "one recipe of it, e.g. speech_recognition/ASR.")
     parser.add_argument("dest", nargs="?", help="Folder to create.")
     parser.add_argument("--list", action="store_true", help="List the available templates and exit.")
     parser.add_argument("--force", action="store_true", help="Copy into an existing, non-empty folder.")
 
 
 def run(args: argparse.Namespace) -> int:
+    root = templates_root()
     if args.list:
-        for name in available_templates():
-            print(name)
+        folders = template_folders(root)
+        if not folders:
+            raise TemplateError(f"available templates: {_no_templates_hint(root)}")
+        for folder in folders:
+            print(folder.name)
         return 0
     if not args.template or not args.dest:
-        names = ", ".join(available_templates()) or "none"
+        names = ", ".join(folder.name for folder in template_folders(root)) or _no_templates_hint(root)
         raise TemplateError(f"usage: speechkit new-recipe TEMPLATE DEST; available templates: {names}")
     dest = copy_template(args.template, args.dest, force=args.force)
     print(f"Copied template {args.template!r} to {dest}")

@@ -44,14 +44,15 @@ def test_copy_whole_template_rewrites_only_paths_that_leave_it(tmp_path):
     dest = copy_template("demo", tmp_path / "mine", root=templates)
     repo = (tmp_path / "repo").resolve()
     hparams = (dest / "ASR" / "hparams" / "train.yaml").read_text()
-    # Read from the recipe folder (where train.py runs), like the recipe itself reads it.
-    assert f"data_folder: {repo / 'data' / 'corpus'}\n" in hparams
+    # Read from the recipe folder (where train.py runs), like the recipe itself reads it; what leaves the
+    # template lands inside the copy (a corpus written there never goes into the checkout or the package).
+    assert "data_folder: ../data/corpus\n" in hparams
     assert "tokenizer: ../Tokenizer/results/tok.model\n" in hparams  # sibling folder, copied along
     assert "output_folder: results/asr\n" in hparams
     assert "model: !include:ASR.yaml\n" in hparams
     # !include is relative to the including file (hparams/), so it climbs one folder more.
     assert f"shared: !include:{repo / 'shared.yaml'}\n" in hparams
-    assert (dest / "ASR" / "train.py").read_text() == f"DATA = '{repo / 'data' / 'corpus'}'\n"
+    assert (dest / "ASR" / "train.py").read_text() == "DATA = '../data/corpus'\n"
     assert (dest / "ASR" / "README.md").read_text().startswith(f"cd {dest}/ASR && python train.py")
     assert not (dest / "ASR" / "results").exists()
     assert (dest / "ASR" / "weights.bin").read_bytes() == b"\x00../../x\xff"  # binary: untouched
@@ -61,8 +62,7 @@ def test_copy_one_recipe_points_back_at_its_siblings(tmp_path):
     templates = _fake_templates(tmp_path)
     dest = copy_template("demo/ASR", tmp_path / "asr_only", root=templates)
     hparams = (dest / "hparams" / "train.yaml").read_text()
-    tokenizer = (templates / "demo" / "Tokenizer" / "results" / "tok.model").resolve()
-    assert f"tokenizer: {tokenizer}\n" in hparams
+    assert "tokenizer: Tokenizer/results/tok.model\n" in hparams  # written inside the copy, not the template
 
 
 def test_unknown_template_lists_the_available_ones(tmp_path):
@@ -88,7 +88,7 @@ def test_refuses_a_non_empty_destination_unless_forced(tmp_path):
 def test_rewrite_keeps_urls_and_plain_words():
     text = "see https://example.org/../a and foo../bar, path ../../up\n"
     out = rewrite_paths(text, Path("/r/t/x/ASR"), Path("/r/t/x"), Path("/d"))
-    assert out == "see https://example.org/../a and foo../bar, path /r/t/up\n"
+    assert out == "see https://example.org/../a and foo../bar, path ../up\n"
 
 
 def test_cli_reports_unknown_template_with_the_list(tmp_path, monkeypatch, capsys):
@@ -97,13 +97,53 @@ def test_cli_reports_unknown_template_with_the_list(tmp_path, monkeypatch, capsy
     assert "available templates: demo, demo/ASR" in capsys.readouterr().err
     assert cli.main(["new-recipe", "demo", str(tmp_path / "ok")]) == 0
     assert (tmp_path / "ok" / "ASR" / "hparams" / "ASR.yaml").is_file()
+    capsys.readouterr()
     parser = argparse.ArgumentParser()
     templating.add_arguments(parser)
     assert templating.run(parser.parse_args(["--list"])) == 0
-    assert "demo/Tokenizer" in capsys.readouterr().out
+    assert capsys.readouterr().out.splitlines() == ["demo"]  # templates only, not their recipe folders
 
 
 def test_repository_ships_the_speech_recognition_template():
     names = available_templates()
     assert "speech_recognition" in names
     assert {"speech_recognition/ASR", "speech_recognition/LM", "speech_recognition/Tokenizer"} <= set(names)
+
+
+def test_without_templates_the_error_says_why_and_what_to_do(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("SPEECHKIT_TEMPLATES", str(tmp_path / "missing"))
+    assert cli.main(["new-recipe", "--list"]) == 1
+    error = capsys.readouterr().err
+    assert "no templates folder at" in error and "SPEECHKIT_TEMPLATES" in error, error
+
+
+def _written_paths(copy: Path) -> list:
+    """(file, line, path as the recipe resolves it) for every relative path that climbs, includes left out."""
+    found = []
+    for path in sorted(copy.rglob("*")):
+        if not path.is_file() or path.suffix not in (".yaml", ".py", ".sh"):
+            continue
+        recipe = next((folder for folder in (path.parent, *path.parent.parents)
+                       if (folder / "train.py").is_file()), path.parent)
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            if "!include" in line:
+                continue
+            for relative in templating._CLIMBING_PATH.findall(line):
+                found.append((path, number, (recipe / relative).resolve()))
+    return found
+
+
+@pytest.mark.parametrize("name", ["speech_recognition", "speech_recognition/ASR", "separation"])
+def test_every_path_a_copy_of_a_shipped_template_names_stays_inside_the_copy(tmp_path, name):
+    copy = copy_template(name, tmp_path / "mine")
+    paths = _written_paths(copy)
+    data_folders = [(file, line, (file.parent.parent / text.split(":", 1)[1].split("#")[0].strip()).resolve())
+                    for file in copy.rglob("hparams/*.yaml")
+                    for line, text in enumerate(file.read_text().splitlines(), 1)
+                    if text.startswith("data_folder:")]
+    assert data_folders, "no data_folder found: the check checks nothing"
+    paths += data_folders
+    for file, line, target in paths:
+        assert target == copy or copy in target.parents, f"{file}, line {line}: {target} is outside {copy}"
+    assert str(templating.templates_root()) not in "".join(p.read_text() for p in copy.rglob("*.yaml")
+                                                             if "!include" not in p.read_text())
