@@ -26,7 +26,8 @@ def test_copied_template_trains_exports_and_separates(tmp_path, capsys):
     dest = tmp_path / "my_separation"
     assert speechkit_main(["new-recipe", "separation", str(dest)]) == 0
     # The corpus the copy builds goes inside the copy, never into the checkout or the installed package.
-    assert "data_folder: data/SynthSpeech-separation-espeak\n" in (dest / "hparams" / "train.yaml").read_text()
+    train_yaml = (dest / "hparams" / "train.yaml").read_text()
+    assert "data_folder: data/SynthSpeech-separation-espeak\n" in train_yaml
     corpus = write_speaker_corpus(tmp_path / "corpus")
     run_script(dest / "train.py", separation_args(corpus, dest / "results" / "run"), timeout=600)
     report = (dest / "results" / "run" / "separation_test.txt").read_text()
