@@ -60,6 +60,7 @@ from speechkit.errors import EXIT_INTERRUPTED, EXIT_PREEMPTED, DataError, RunOpt
 from speechkit.hparams_keys import check_keys_read
 from speechkit.run_options import RunOptions
 from speechkit.stage import Stage
+from speechkit.threads import ThreadPlan, configure_threads, local_processes
 
 logger = logging.getLogger(__name__)
 
@@ -131,6 +132,7 @@ class Brain:
         self.train_stats = StageStats()
         self.rng_states = RandomStates()
         self.preemption = PreemptionHandler(TRAINING_SIGNALS, device=self.device)
+        self.thread_plan: Optional[ThreadPlan] = None  # chosen when fit or evaluate starts
         self.train_log = TrainLog(self._train_log_path(hparams), self.context.is_main)
         self.tensorboard = TensorBoardLog(self.run_opts.tensorboard, self.context.is_main)
         self.train_loader: Any = None
@@ -295,6 +297,7 @@ class Brain:
         if self.run_opts.test_only:
             logger.info("--test_only: skipping training")
             return
+        self._configure_threads(train_loader_kwargs)
         self.train_loader = self.make_dataloader(train_set, Stage.TRAIN, train_loader_kwargs)
         self._train_set_name = describe_data(train_set)
         self.valid_loader = self.make_dataloader(valid_set, Stage.VALID, valid_loader_kwargs)
@@ -420,6 +423,13 @@ class Brain:
             self._stop = True
         return self._stop
 
+    def _configure_threads(self, loader_kwargs: Optional[dict]) -> None:
+        """CPU threads per process, once per Brain: cores available, processes, loader workers, load."""
+        if self.thread_plan is None:
+            workers = int((loader_kwargs or {}).get("num_workers") or 0)
+            processes = local_processes(self.context.world_size, os.environ)
+            self.thread_plan = configure_threads(self.run_opts.num_threads, processes, workers)
+
     def _exit_preempted(self, epoch: int) -> None:
         saved = "checkpoint saved" if self.checkpointer is not None else "no checkpointer, nothing saved"
         position = f"epoch {epoch}, batch {self.train_position}" if self.train_position else \
@@ -472,6 +482,7 @@ class Brain:
         test_loader_kwargs: Optional[dict] = None,
     ) -> float:
         """Load the best checkpoint, then evaluate on ``test_set``; returns the test loss (all items)."""
+        self._configure_threads(test_loader_kwargs)
         loader = self.make_dataloader(test_set, Stage.TEST, test_loader_kwargs)
         self.on_evaluate_start(max_key=max_key, min_key=min_key)
         loss, _ = self._evaluate_stage(loader, Stage.TEST, None)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import sys
 import typing
 from dataclasses import dataclass, field
@@ -33,8 +34,10 @@ COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-
 LAUNCHER_ONLY = frozenset({"worker_id", "num_workers", "device_id", "local_rank", "sync_protocol"})
 
 
-def _opt(default: Any, help: str, choices: Optional[tuple] = None, aliases: tuple = ()) -> Any:
-    return field(default=default, metadata={"help": help, "choices": choices, "aliases": aliases})
+def _opt(default: Any, help: str, choices: Optional[tuple] = None, aliases: tuple = (),
+         minimum: Optional[float] = None) -> Any:
+    return field(default=default, metadata={"help": help, "choices": choices, "aliases": aliases,
+                                            "minimum": minimum})
 
 
 @dataclass
@@ -64,6 +67,13 @@ class RunOptions:
         "pad_to_multiple, so that batches come in few shapes).",
         COMPILE_MODES,
     )
+    num_threads: Optional[int] = _opt(
+        None,
+        "CPU threads torch uses in each process. Default: OMP_NUM_THREADS when set, else the cores available "
+        "to the process (affinity, cgroup quota) shared by the processes on the machine, less each one's "
+        "data-loader workers and the load of other work (docs/training.md).",
+        minimum=1,
+    )
     # Optimization
     grad_accumulation_factor: Optional[Union[int, str]] = _opt(
         None,
@@ -72,29 +82,36 @@ class RunOptions:
     )
     global_batch_size: Optional[int] = _opt(
         None, "Items per optimizer step over all workers; the accumulation follows from it "
-        "(grad_accumulation_factor auto)."
+        "(grad_accumulation_factor auto).",
+        minimum=1,
     )
     global_batch_seconds: Optional[float] = _opt(
         None,
         "Seconds of audio per optimizer step over all workers (dynamic batching); the accumulation "
         "follows from it (grad_accumulation_factor auto).",
     )
-    max_grad_norm: float = _opt(5.0, "Clip the gradient's global L2 norm to this value; 0 disables clipping.")
+    max_grad_norm: float = _opt(
+        5.0, "Clip the gradient's global L2 norm to this value; 0 disables clipping.", minimum=0
+    )
     nonfinite_patience: int = _opt(
         3,
         "Consecutive optimizer steps skipped for a non-finite loss (or "
         "gradients) tolerated before training stops with an error.",
+        minimum=0,
     )
     skip_nonfinite_grads: bool = _opt(
         False,
         "Check the gradients for inf/NaN even without clipping and skip "
         "such steps (with clipping or several processes they are always checked).",
     )
-    optimizer_step_limit: Optional[int] = _opt(None, "Stop training after this many optimizer steps.")
+    optimizer_step_limit: Optional[int] = _opt(
+        None, "Stop training after this many optimizer steps.", minimum=1
+    )
     early_stopping_patience: Optional[int] = _opt(
         None,
         "Stop training when the validation value early_stopping_key has not improved for this many "
         "epochs; the best epoch's checkpoint is kept. Default: off (train to the epoch or step limit).",
+        minimum=0,
     )
     early_stopping_key: str = _opt(
         "loss", "The validation value early stopping watches: loss, or a metric on_stage_end returns (WER)."
@@ -103,14 +120,17 @@ class RunOptions:
         "min", "Whether lower (min) or higher (max) values of the key are better.", ("min", "max")
     )
     early_stopping_min_delta: float = _opt(
-        0.0, "An epoch counts as an improvement only when it beats the best value by more than this."
+        0.0, "An epoch counts as an improvement only when it beats the best value by more than this.",
+        minimum=0,
     )
     # Checkpoints
     ckpt_interval_minutes: float = _opt(
-        0.0, "Save an intra-epoch checkpoint every this many minutes; 0: off."
+        0.0, "Save an intra-epoch checkpoint every this many minutes; 0: off.",
+        minimum=0,
     )
     ckpt_interval_steps: int = _opt(
-        0, "Save an intra-epoch checkpoint every this many optimizer steps; 0: off."
+        0, "Save an intra-epoch checkpoint every this many optimizer steps; 0: off.",
+        minimum=0,
     )
     resume_optimizer_hparams: str = _opt(
         "checkpoint",
@@ -119,9 +139,12 @@ class RunOptions:
         "the differences are logged either way.",
         ("checkpoint", "hparams"),
     )
-    ckpt_keep: int = _opt(1, "End-of-epoch checkpoints kept: the best this many by validation loss.")
+    ckpt_keep: int = _opt(
+        1, "End-of-epoch checkpoints kept: the best this many by validation loss.", minimum=1
+    )
     average_checkpoints: int = _opt(
-        1, "Evaluate the average of this many best checkpoints (keep at least as many: ckpt_keep)."
+        1, "Evaluate the average of this many best checkpoints (keep at least as many: ckpt_keep).",
+        minimum=1,
     )
     eval_checkpoint: Optional[str] = _opt(
         None, "Evaluate this checkpoint folder (a CKPT+ folder, or one written by speechkit "
@@ -129,8 +152,8 @@ class RunOptions:
     )
     # Debugging, logging, progress
     debug: bool = _opt(False, "Run a few batches of a few epochs to check that everything runs.")
-    debug_batches: int = _opt(2, "Batches per stage with --debug.")
-    debug_epochs: int = _opt(2, "Epochs with --debug.")
+    debug_batches: int = _opt(2, "Batches per stage with --debug.", minimum=1)
+    debug_epochs: int = _opt(2, "Epochs with --debug.", minimum=1)
     noprogressbar: bool = _opt(
         False, "Hide the progress bar (shown only when stderr is a terminal).", aliases=("--no-progress",)
     )
@@ -162,7 +185,8 @@ class RunOptions:
         ("nccl", "gloo"),
     )
     distributed_timeout_s: float = _opt(
-        300.0, "Seconds a collective may wait before every worker stops with an error."
+        300.0, "Seconds a collective may wait before every worker stops with an error.",
+        minimum=1,
     )
     find_unused_parameters: bool = _opt(False, "Let DistributedDataParallel tolerate unused parameters.")
     sync_batchnorm: bool = _opt(False, "Convert BatchNorm layers to SyncBatchNorm under DDP.")
@@ -173,6 +197,7 @@ class RunOptions:
         None,
         "Number of workers. Without --worker-id, start this many local workers (self-spawning mode).",
         aliases=("--num-workers",),
+        minimum=1,
     )
     device_id: Optional[int] = _opt(
         None, "Index of the GPU this worker uses (explicit launch).", aliases=("--device-id",)
@@ -263,9 +288,15 @@ def _coerce(f: dataclasses.Field, value: Any, source: str) -> Any:
             result = float(value)
         else:
             result = str(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         names = " or ".join(t.__name__ for t in types)
         raise RunOptionsError(f"{source}: option '{f.name}' expects {names}, got {value!r}") from None
+    if isinstance(result, float) and not math.isfinite(result):
+        raise RunOptionsError(f"{source}: option '{f.name}' must be a finite number, got {value!r}")
+    minimum = f.metadata.get("minimum")
+    if minimum is not None and isinstance(result, (int, float)) and not isinstance(result, bool) \
+            and result < minimum:
+        raise RunOptionsError(f"{source}: option '{f.name}' must be at least {minimum}, got {result!r}")
     if choices and result not in choices:
         raise RunOptionsError(
             f"{source}: option '{f.name}' must be one of {', '.join(choices)}, got {result!r}"
