@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import pathlib
 from dataclasses import dataclass, field
+from typing import Optional
 
 import torch
 
@@ -35,11 +36,22 @@ class LoadReport:
         return not (self.missing or self.unexpected or self.mismatched)
 
 
-def load_weights(path) -> dict:
+#: Set to 1 to load weights holding NaN or inf anyway (a model being debugged); by default they are refused.
+ALLOW_NONFINITE_VARIABLE = "SPEECHKIT_ALLOW_NONFINITE_WEIGHTS"
+
+
+def load_weights(path, allow_nonfinite: Optional[bool] = None) -> dict:
     """Read a state dict (name -> tensor) from ``path`` without running any pickled code.
 
+    Args:
+        path: a ``.safetensors`` file or a ``torch.save`` file.
+        allow_nonfinite: accept floating tensors holding NaN or inf. Default: refuse them, unless the
+            environment sets ``SPEECHKIT_ALLOW_NONFINITE_WEIGHTS=1`` (a model full of NaN would otherwise load
+            and output nonsense, or nothing, with no error).
+
     Raises:
-        CheckpointError: naming the file when it is missing, not a weights file, or holds pickled objects.
+        CheckpointError: naming the file when it is missing, not a weights file, or holds pickled objects;
+            naming the file and the tensor when a tensor holds NaN or inf.
     """
     path = pathlib.Path(path)
     if not path.is_file():
@@ -48,12 +60,39 @@ def load_weights(path) -> dict:
         if path.suffix == ".safetensors":
             from safetensors.torch import load_file
 
-            return load_file(os.fspath(path), device="cpu")
-        return torch.load(os.fspath(path), map_location="cpu", weights_only=True)
+            state = load_file(os.fspath(path), device="cpu")
+        else:
+            state = torch.load(os.fspath(path), map_location="cpu", weights_only=True)
     except Exception as error:  # pickle and safetensors raise many unrelated types
         first_line = (str(error).splitlines() or [""])[0][:300]
         raise CheckpointError(f"{path}: cannot be loaded as weights (only tensors and plain containers are "
                               f"accepted; {type(error).__name__}: {first_line})") from None
+    if allow_nonfinite is None:
+        allow_nonfinite = os.environ.get(ALLOW_NONFINITE_VARIABLE, "").strip().lower() in ("1", "true", "yes")
+    if not allow_nonfinite:
+        check_finite(state, path)
+    return state
+
+
+def check_finite(state, path, prefix: str = "") -> None:
+    """Raise :class:`CheckpointError` naming ``path`` and the first tensor of ``state`` (a state dict, nested
+    containers allowed) that holds NaN or inf."""
+    if isinstance(state, dict):
+        items = state.items()
+    else:
+        items = enumerate(state) if isinstance(state, (list, tuple)) else ()
+    for key, value in items:
+        name = f"{prefix}{key}"
+        if isinstance(value, torch.Tensor):
+            if (value.is_floating_point() or value.is_complex()) and not bool(torch.isfinite(value).all()):
+                bad = int((~torch.isfinite(value)).sum())
+                raise CheckpointError(
+                    f"{path}: tensor '{name}' holds {bad} non-finite value(s) (NaN or inf) of "
+                    f"{value.numel()}: "
+                    f"the file is damaged or comes from a diverged run; set {ALLOW_NONFINITE_VARIABLE}=1 (or "
+                    "pass allow_nonfinite=True) to load it anyway")
+        elif isinstance(value, (dict, list, tuple)):
+            check_finite(value, path, prefix=f"{name}.")
 
 
 def save_weights(state_dict: dict, path) -> None:
