@@ -58,12 +58,16 @@ def add_limit_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--stall-timeout", type=float, default=DEFAULT_LIMITS.stall_timeout_s,
                         help="Seconds a download may wait for the server's next bytes "
                              "(default: %(default)s).")
+    parser.add_argument("--download-timeout", type=float, default=DEFAULT_LIMITS.download_timeout_s,
+                        help="Seconds a whole download may take before it stops (it resumes next time; "
+                             "default: %(default)s).")
 
 
 def limits_from(args: argparse.Namespace) -> SourceLimits:
     """The limits the options of :func:`add_limit_arguments` ask for."""
     return dataclasses.replace(DEFAULT_LIMITS, max_yaml_bytes=args.max_yaml_bytes,
-                               max_file_bytes=args.max_file_bytes, stall_timeout_s=args.stall_timeout)
+                               max_file_bytes=args.max_file_bytes, stall_timeout_s=args.stall_timeout,
+                               download_timeout_s=args.download_timeout)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -76,6 +80,7 @@ def run(args: argparse.Namespace) -> int:
                   cache_dir=args.cache_dir, force_download=args.refresh)
     if remote:
         common["stall_timeout_s"] = limits.stall_timeout_s
+        common["download_timeout_s"] = limits.download_timeout_s
     if args.sha256 and len(args.files) != 1:
         raise FetchError("--sha256 needs exactly one file name")
     if args.files:
@@ -106,7 +111,8 @@ def run(args: argparse.Namespace) -> int:
     if remote:
         pretrainer.refuse_unsafe_sources(source, where)
         pretrainer.fetch_limits = dict(max_bytes=limits.max_file_bytes,
-                                       stall_timeout_s=limits.stall_timeout_s)
+                                       stall_timeout_s=limits.stall_timeout_s,
+                                       download_timeout_s=limits.download_timeout_s)
     collected = pretrainer.collect_files(default_source=source, allow_network=not args.offline,
                                          cache_dir=args.cache_dir)
     for name, path in collected.items():

@@ -25,7 +25,9 @@ import json
 import logging
 import os
 import re
+import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 from typing import Optional
@@ -37,6 +39,8 @@ logger = logging.getLogger(__name__)
 CHUNK_BYTES = 1 << 20
 #: Seconds a download may wait for the server's next bytes before it stops (and resumes next time).
 DEFAULT_STALL_TIMEOUT_S = 60.0
+#: Seconds a whole download may take before it stops (and resumes next time, when the server allows it).
+DEFAULT_DOWNLOAD_TIMEOUT_S = 4 * 3600.0
 #: What :func:`download` returns when the server confirmed the cached file (HTTP 304).
 NOT_MODIFIED = "not modified"
 _CONTENT_RANGE = re.compile(r"bytes (\d+)-\d+/(\d+|\*)")
@@ -70,7 +74,8 @@ def read_validator(destination: Path) -> dict:
 
 
 def download(url: str, destination: Path, sha256: Optional[str], where: str, validator: Optional[dict] = None,
-             max_bytes: Optional[int] = None, stall_timeout_s: float = DEFAULT_STALL_TIMEOUT_S):
+             max_bytes: Optional[int] = None, stall_timeout_s: float = DEFAULT_STALL_TIMEOUT_S,
+             download_timeout_s: float = DEFAULT_DOWNLOAD_TIMEOUT_S):
     """Fetch ``url`` to ``destination``, resuming the part file of an earlier interrupted attempt.
 
     Args:
@@ -78,6 +83,7 @@ def download(url: str, destination: Path, sha256: Optional[str], where: str, val
             conditional (``If-None-Match`` / ``If-Modified-Since``) and a 304 answer keeps the cached file.
         max_bytes: the largest body accepted; a larger ``Content-Length`` or a longer body is refused.
         stall_timeout_s: the longest wait for the next bytes (a silent server stops the download).
+        download_timeout_s: the longest the whole download may take (a server sending slowly stops).
 
     Returns:
         :data:`NOT_MODIFIED` when the server confirmed the cached file, else None (``destination`` replaced).
@@ -100,13 +106,16 @@ def download(url: str, destination: Path, sha256: Optional[str], where: str, val
         if validator.get("last_modified"):
             request.add_header("If-Modified-Since", validator["last_modified"])
     try:
-        response = urllib.request.urlopen(request, timeout=stall_timeout_s)
+        response = _OPENER.open(request, timeout=stall_timeout_s)
+    except FetchError as error:  # a redirect to a scheme other than http(s)
+        raise FetchError(f"cannot fetch {where}: {error}") from None
     except urllib.error.HTTPError as error:
         if error.code == 304 and validator and not offset:
             return NOT_MODIFIED
         if error.code == 416 and offset:  # the range no longer fits the file: start over
             _remove(part, record)
-            return download(url, destination, sha256, where, validator, max_bytes, stall_timeout_s)
+            return download(url, destination, sha256, where, validator, max_bytes, stall_timeout_s,
+                            download_timeout_s)
         kind = ServerUnavailable if error.code >= 500 else FetchError
         raise kind(f"cannot fetch {where}: HTTP {error.code} {error.reason}") from None
     except (urllib.error.URLError, http.client.HTTPException, OSError) as error:
@@ -136,7 +145,7 @@ def download(url: str, destination: Path, sha256: Optional[str], where: str, val
                      else "the server sent no ETag or Last-Modified, so the next fetch starts over")
         try:
             received = _append_body(response, part, offset, f"{where}: download interrupted", next_time,
-                                    max_bytes, stall_timeout_s)
+                                    max_bytes, stall_timeout_s, download_timeout_s)
         except ServerUnavailable:
             if not resume_with:
                 _remove(part, record)
@@ -198,13 +207,16 @@ def _total_length(response, offset: int, where: str) -> Optional[int]:
 
 
 def _append_body(response, part: Path, offset: int, what: str, next_time: str,
-                 max_bytes: Optional[int] = None, stall_timeout_s: Optional[float] = None) -> int:
+                 max_bytes: Optional[int] = None, stall_timeout_s: Optional[float] = None,
+                 download_timeout_s: Optional[float] = None) -> int:
     """Write the body after the first ``offset`` bytes of the part file; returns the file's new size.
 
     Stops with a :class:`FetchError` once the file passes ``max_bytes`` (a body without end), and with a
-    :class:`ServerUnavailable` when the connection breaks or stalls past the socket's timeout.
+    :class:`ServerUnavailable` when the connection breaks or stalls past the socket's timeout, or the body
+    takes longer than ``download_timeout_s``.
     """
     received = offset
+    deadline = None if download_timeout_s is None else time.monotonic() + download_timeout_s
     with open(part, "r+b" if offset else "wb") as out:
         out.truncate(offset)
         out.seek(offset)
@@ -216,6 +228,11 @@ def _append_body(response, part: Path, offset: int, what: str, next_time: str,
                                      "stopped and discarded")
                 out.write(chunk)
                 received += len(chunk)
+                if deadline is not None and time.monotonic() > deadline:
+                    raise _TooSlow()
+        except _TooSlow:
+            raise ServerUnavailable(f"cannot fetch {what} after {received} bytes: the download took longer "
+                                    f"than its limit of {download_timeout_s:g} s; {next_time}") from None
         except TimeoutError:
             raise ServerUnavailable(f"cannot fetch {what} after {received} bytes: the server sent nothing "
                                     f"for {stall_timeout_s} s; {next_time}") from None
@@ -226,6 +243,27 @@ def _append_body(response, part: Path, offset: int, what: str, next_time: str,
             out.flush()
             os.fsync(out.fileno())
     return received
+
+
+class _TooSlow(Exception):
+    """The download passed its deadline (turned into a ServerUnavailable naming the file)."""
+
+
+class _HttpOnlyRedirects(urllib.request.HTTPRedirectHandler):
+    """Follows a redirect only to an http(s) URL (urllib alone would follow one to ftp://)."""
+
+    def http_error_302(self, req, fp, code, msg, headers):
+        target = headers.get("location") or headers.get("uri") or ""
+        scheme = urllib.parse.urlsplit(urllib.parse.urljoin(req.full_url, target)).scheme.lower()
+        if scheme not in ("http", "https"):
+            raise FetchError(f"the server redirected to {target[:200]!r}, scheme {scheme!r}; only http and "
+                             "https are followed")
+        return super().http_error_302(req, fp, code, msg, headers)
+
+    http_error_301 = http_error_303 = http_error_307 = http_error_308 = http_error_302
+
+
+_OPENER = urllib.request.build_opener(_HttpOnlyRedirects)
 
 
 def _remove(*paths: Path) -> None:

@@ -43,6 +43,7 @@ import filelock
 
 from speechkit.errors import FetchError
 from speechkit.pretrained.download import (
+    DEFAULT_DOWNLOAD_TIMEOUT_S,
     DEFAULT_STALL_TIMEOUT_S,
     NOT_MODIFIED,
     ServerUnavailable,
@@ -191,6 +192,7 @@ def fetch(
     max_bytes: Optional[int] = None,
     size: Optional[int] = None,
     stall_timeout_s: float = DEFAULT_STALL_TIMEOUT_S,
+    download_timeout_s: float = DEFAULT_DOWNLOAD_TIMEOUT_S,
 ) -> pathlib.Path:
     """Make ``filename`` from ``source`` available and return its path.
 
@@ -216,6 +218,7 @@ def fetch(
         size: the file's exact size in bytes, when known: any other size is refused (and the download stops
             there).
         stall_timeout_s: a download whose server sends nothing for this long stops (and resumes next time).
+        download_timeout_s: a URL download taking longer than this stops (and resumes next time).
 
     Returns:
         The path of the usable file.
@@ -230,7 +233,7 @@ def fetch(
     if strategy is not FetchStrategy.IN_PLACE and savedir is None:
         raise FetchError(f"fetching {where}: savedir is required with strategy '{strategy.value}'")
     online = network_allowed(allow_network)
-    limits = _Limits(max_bytes, size, stall_timeout_s)
+    limits = _Limits(max_bytes, size, stall_timeout_s, download_timeout_s)
     if fetch_source.kind is FetchFrom.LOCAL:
         stored = _local_file(filename, fetch_source)
     elif fetch_source.kind is FetchFrom.HUGGING_FACE:
@@ -256,6 +259,7 @@ class _Limits:
     max_bytes: Optional[int]
     size: Optional[int]
     stall_timeout_s: float
+    download_timeout_s: float = DEFAULT_DOWNLOAD_TIMEOUT_S
 
     @property
     def cap(self) -> Optional[int]:
@@ -316,7 +320,8 @@ def _url_file(filename, source, online, cache_dir, sha256, lock_timeout_s, force
         validator = None if force_download else _cached_validator(cached, sha256)
         try:
             outcome = download(url, cached, sha256, where, validator=validator, max_bytes=limits.cap,
-                               stall_timeout_s=limits.stall_timeout_s)
+                               stall_timeout_s=limits.stall_timeout_s,
+                               download_timeout_s=limits.download_timeout_s)
         except FetchError as error:
             if validator is None or not isinstance(error, ServerUnavailable):
                 raise

@@ -136,6 +136,7 @@ class Pretrained(torch.nn.Module):
                       force_download=force_download)
         if not local:  # a remote folder is bounded in size and time (docs/pretrained.md, "Limits")
             common["stall_timeout_s"] = limits.stall_timeout_s
+            common["download_timeout_s"] = limits.download_timeout_s
         yaml_path = fetch(hparams_file, fetch_source, savedir, strategy=strategy,
                           max_bytes=None if local else limits.max_yaml_bytes, **common)
         if local:  # read the original, so that !include paths resolve next to it, not next to a link
@@ -171,7 +172,8 @@ class Pretrained(torch.nn.Module):
             pretrainer.force_download = force_download
             if not local:
                 pretrainer.fetch_limits = dict(max_bytes=limits.max_file_bytes,
-                                               stall_timeout_s=limits.stall_timeout_s)
+                                               stall_timeout_s=limits.stall_timeout_s,
+                                               download_timeout_s=limits.download_timeout_s)
             if pretrainer.revision is None:
                 pretrainer.revision = revision
             if not (local or trust_remote_code):

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from speechkit.pretrained.download import DEFAULT_STALL_TIMEOUT_S
+from speechkit.pretrained.download import DEFAULT_DOWNLOAD_TIMEOUT_S, DEFAULT_STALL_TIMEOUT_S
 
 
 @dataclass(frozen=True)
@@ -27,6 +27,7 @@ class SourceLimits:
         max_file_bytes: largest weights file accepted when neither the server's ``Content-Length`` nor the
             YAML's ``Pretrainer(sizes=...)`` says how big it is (a stream without end stops here).
         stall_timeout_s: a download whose server sends nothing for this long stops.
+        download_timeout_s: a download taking longer than this in all stops (a server dripping bytes).
         max_nesting: deepest nesting of brackets or indentation levels a YAML may have.
         max_value_bits: largest integer (in bits) a ``!ref`` expression may compute or use.
         max_text_chars: longest string a ``!ref`` may build (by interpolation or ``'x' * n``).
@@ -37,6 +38,7 @@ class SourceLimits:
     max_yaml_bytes: int = 4 << 20
     max_file_bytes: int = 16 << 30
     stall_timeout_s: float = DEFAULT_STALL_TIMEOUT_S
+    download_timeout_s: float = DEFAULT_DOWNLOAD_TIMEOUT_S
     max_nesting: int = 64
     max_value_bits: int = 4096
     max_text_chars: int = 1 << 20

@@ -107,6 +107,22 @@ class _Server:
         handler.close_connection = True
         time.sleep(silent_s)
 
+    def send_dripping(self, handler, every_s: float, limit_s: float = 30.0):
+        """Promise a MiB and send it one byte every ``every_s``: never silent long enough to stall."""
+        handler.send_response(200)
+        handler.send_header("Content-Length", str(1 << 20))
+        handler.send_header("ETag", '"drip"')
+        handler.end_headers()
+        handler.close_connection = True
+        deadline = time.monotonic() + limit_s
+        try:
+            while time.monotonic() < deadline:
+                handler.wfile.write(b"x")
+                handler.wfile.flush()
+                time.sleep(every_s)
+        except OSError:
+            pass  # the client hung up
+
     def send_error(self, handler, status: int, headers=None):
         handler.send_response(status)
         for key, value in (headers or {}).items():
@@ -142,9 +158,15 @@ class FileServer(_Server):
         self.stall_after = {}  # path -> bytes sent (of a promised MiB) before the server falls silent
         self.endless_sent = collections.Counter()  # path -> bytes of endless bodies sent
         self.not_modified = collections.Counter()  # path -> 304 answers
+        self.redirects = {}  # path -> the Location of a 302 answer
+        self.drip_s = {}  # path -> seconds between the single bytes of a 1 MiB body
 
     def answer(self, handler, head):
         path = urllib.parse.unquote(urllib.parse.urlsplit(handler.path).path)
+        if path in self.redirects:
+            return self.send_error(handler, 302, {"Location": self.redirects[path]})
+        if path in self.drip_s:
+            return self.send_dripping(handler, self.drip_s[path])
         if path in self.endless:
             return self.send_endless(handler, self.endless[path])
         if path in self.stall_after:
