@@ -44,10 +44,18 @@ class Graph:
             options = onnxruntime.SessionOptions()
             options.intra_op_num_threads = threads or _omp_threads()
             options.inter_op_num_threads = 1
-            self.session = onnxruntime.InferenceSession(str(path), options,
-                                                        providers=["CPUExecutionProvider"])
+            try:
+                self.session = onnxruntime.InferenceSession(str(path), options,
+                                                            providers=["CPUExecutionProvider"])
+            except Exception as error:  # onnxruntime raises its own classes (InvalidProtobuf, Fail, ...)
+                raise SpeechkitError(f"{path}: onnxruntime cannot load this graph: {_first_line(error)}") \
+                    from None
         elif fmt == "torchscript":
-            self.module = torch.jit.load(str(path), map_location="cpu").eval()
+            try:
+                self.module = torch.jit.load(str(path), map_location="cpu").eval()
+            except Exception as error:
+                raise SpeechkitError(f"{path}: not a TorchScript file torch can load: {_first_line(error)}") \
+                    from None
         else:
             raise SpeechkitError(f"unknown backend {fmt!r}; use torch, onnx or torchscript")
 
@@ -69,12 +77,30 @@ class Graph:
         if self.format == "onnx":
             feeds = {self.input_names[0]: np.ascontiguousarray(x.numpy()),
                      self.input_names[1]: np.ascontiguousarray(lengths.numpy())}
-            outputs = [torch.from_numpy(np.asarray(o)) for o in self.session.run(None, feeds)]
+            outputs = [torch.from_numpy(np.asarray(o)) for o in self._run(feeds)]
         else:
             with torch.no_grad():
                 out = self.module(x, lengths)
             outputs = list(out) if isinstance(out, (tuple, list)) else [out]
         return tuple(o.to(device) for o in outputs)
+
+    def _run(self, feeds: dict) -> list:
+        return run_session(self, feeds)
+
+
+def _first_line(error: BaseException) -> str:
+    return f"{type(error).__name__}: {(str(error).strip().splitlines() or [''])[0][:300]}"
+
+
+def run_session(graph: Graph, feeds: dict) -> list:
+    """``graph.session.run`` with onnxruntime's errors (a graph whose inputs do not match the manifest, a
+    kernel failing on a shape) turned into one naming the file."""
+    try:
+        return graph.session.run(None, feeds)
+    except Exception as error:
+        shapes = ", ".join(f"{name} {tuple(value.shape)}" for name, value in feeds.items())
+        raise SpeechkitError(f"{graph.path}: onnxruntime failed on inputs {shapes}: {_first_line(error)}") \
+            from None
 
 
 def _omp_threads() -> int:
@@ -99,8 +125,8 @@ class StepRunner:
     def __call__(self, feats: torch.Tensor, state: torch.Tensor) -> tuple:
         feats, state = feats.detach().to("cpu", torch.float32), state.detach().to("cpu", torch.float32)
         if self.graph.format == "onnx":
-            outputs = self.graph.session.run(None, {"feats": np.ascontiguousarray(feats.numpy()),
-                                                    "state": np.ascontiguousarray(state.numpy())})
+            outputs = run_session(self.graph, {"feats": np.ascontiguousarray(feats.numpy()),
+                                               "state": np.ascontiguousarray(state.numpy())})
             return tuple(torch.from_numpy(np.asarray(o)) for o in outputs)
         with torch.no_grad():
             return tuple(self.graph.module(feats, state))
@@ -143,14 +169,51 @@ class Wav2Vec2GraphModule(torch.nn.Module):
 
 
 def read_manifest(folder) -> dict:
-    """The folder's ``export.json``: artefact name -> card entry (see :func:`convert.export_graph`)."""
+    """The folder's ``export.json``: artefact name -> card entry (see :func:`convert.export_graph`), every
+    field checked (a hand-edited or hostile file fails here, naming the file and the field)."""
     path = pathlib.Path(folder) / MANIFEST
     if not path.is_file():
         raise HparamsError(f"{folder}: has no {MANIFEST}; write one with `speechkit export --format onnx`")
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except ValueError as error:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as error:
         raise HparamsError(f"{path}: not valid JSON: {error}") from None
+    check_manifest(manifest, path)
+    return manifest
+
+
+def check_manifest(manifest, path) -> None:
+    """Raise :class:`HparamsError` naming ``path`` and the field when ``manifest`` is not an ``export.json``
+    as :func:`speechkit.export.folder` writes it."""
+    from speechkit.pretrained.names import check_relative_name
+
+    if not isinstance(manifest, dict):
+        raise HparamsError(f"{path}: must hold a JSON object, got {type(manifest).__name__}")
+    artefacts = manifest.get("artefacts", {})
+    if not isinstance(artefacts, dict):
+        raise HparamsError(f"{path}: 'artefacts' must be an object of artefact name -> entry, got "
+                           f"{type(artefacts).__name__}")
+    for name, entry in artefacts.items():
+        where = f"{path}: artefact '{name}'"
+        if not isinstance(entry, dict):
+            raise HparamsError(f"{where}: must be an object, got {type(entry).__name__}")
+        file = entry.get("file")
+        if not isinstance(file, str) or not file:
+            raise HparamsError(f"{where}: 'file' must be a file name, got {file!r}"[:300])
+        try:
+            check_relative_name(file, f"{where}: 'file'")
+        except SpeechkitError as error:
+            raise HparamsError(str(error)) from None
+        for field, least in (("inputs", 2), ("outputs", 1)):
+            names = entry.get(field)
+            if not isinstance(names, (dict, list)) or len(names) < least \
+                    or not all(isinstance(n, str) and n for n in names):
+                raise HparamsError(f"{where}: '{field}' must name at least {least} tensor(s) (an object or a "
+                                   f"list of names), got {names!r}"[:300])
+        min_time = entry.get("min_time", 1)
+        if isinstance(min_time, bool) or not isinstance(min_time, int) or not 1 <= min_time <= 1 << 20:
+            raise HparamsError(f"{where}: 'min_time' must be an integer from 1 to {1 << 20}, got "
+                               f"{min_time!r}")
 
 
 def attach_backend(interface, backend: str, folder, fetch_file=None, threads: Optional[int] = None):
