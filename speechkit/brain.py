@@ -386,6 +386,7 @@ class Brain:
                             "empty manifest, or every item filtered out or dropped by the batching)")
         self.optimization.discard()  # an unfinished cycle (early stop) must not leak into the next epoch
         self.train_position = 0
+        lr_range = (self.lr_in_epoch, self._current_lr())  # a warmup moves it a lot within one epoch
         loss = self.train_stats.gathered_average(self.dist.all_gather_object)
         if self.valid_loader is None:
             # The last stage of the epoch: step the schedule first, so that a save in the hook includes it.
@@ -393,7 +394,7 @@ class Brain:
             self._saves_mark = self._checkpoint_saves()
         metrics = self.on_stage_end(Stage.TRAIN, loss, epoch)
         self.train_log.write(
-            summary_line("train", epoch, loss, self.train_stats.duration, self.lr_in_epoch, metrics)
+            summary_line("train", epoch, loss, self.train_stats.duration, lr_range, metrics)
         )
         self.tensorboard.stage_values("train", epoch, loss, metrics)
         self.train_loss, self.train_metrics = loss, metrics

@@ -104,7 +104,7 @@ def _ordered(quantities: set) -> list:
 
 def _number(text: str) -> Optional[float]:
     try:
-        return float(text.rstrip("s%"))
+        return float((text.split() or [""])[0].rstrip("s%"))  # `lr: 0.001 (from 1.5e-05)`: the first
     except ValueError:
         return None
 

@@ -34,6 +34,9 @@ from speechkit.errors import HparamsError
 
 WALL_MARGIN_M = 0.5  # sources and microphones keep this far from every wall
 TAIL_START_S = 0.05
+#: The highest image-source order accepted: 20 already reaches reflections far past TAIL_START_S in the
+#: largest room, and the cost grows as the cube of the order.
+MAX_ORDER = 20
 
 
 def largest_distance(room_size: Sequence[tuple]) -> float:
@@ -98,6 +101,9 @@ class Reverb(WaveAugmentation):
             return
         if isinstance(rooms, bool) or not isinstance(rooms, int) or not 1 <= rooms <= 10000:
             raise HparamsError(f"{name}: rooms must be an int in [1, 10000], got {rooms!r}")
+        if isinstance(max_order, bool) or not isinstance(max_order, int) or not 0 <= max_order <= MAX_ORDER:
+            raise HparamsError(f"{name}: max_order (reflections simulated per wall, the cost grows as its "
+                               f"cube) must be an int in [0, {MAX_ORDER}], got {max_order!r}")
         if len(room_size) != 3:
             raise HparamsError(f"{name}: room_size must hold three [low, high] ranges (x, y, z), got "
                                f"{room_size!r}")

@@ -16,7 +16,7 @@ import logging
 import math
 import time
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Union
 
 import torch
 
@@ -150,16 +150,24 @@ def summary_line(
     epoch: Optional[int],
     loss: float,
     duration: float,
-    lr: Optional[float] = None,
+    lr: Union[float, tuple, None] = None,
     metrics: Optional[dict] = None,
 ) -> str:
-    """``epoch: 3 | stage: valid | lr: 0.001 | loss: 0.52 | WER: 12.3 | duration: 4.1s``"""
+    """``epoch: 3 | stage: train | lr: 0.001 | loss: 0.52 | WER: 12.3 | duration: 4.1s``
+
+    ``lr`` is one value, or the epoch's ``(first, last)``: ``lr: 0.001 (from 1.5e-05)`` when they differ
+    (the value the schedule reached first, as later epochs start from it).
+    """
     parts = []
     if epoch is not None:
         parts.append(f"epoch: {epoch}")
     parts.append(f"stage: {stage}")
-    if lr is not None:
-        parts.append(f"lr: {lr:.4g}")
+    first, last = lr if isinstance(lr, tuple) else (lr, lr)
+    if last is None:
+        last, first = first, None
+    if last is not None:
+        changed = first is not None and f"{first:.4g}" != f"{last:.4g}"
+        parts.append(f"lr: {last:.4g}" + (f" (from {first:.4g})" if changed else ""))
     parts.append(f"loss: {format_value(loss)}")
     for key, value in (metrics or {}).items():
         parts.append(f"{key}: {format_value(value)}")

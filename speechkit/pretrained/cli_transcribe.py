@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 
+from speechkit.argtypes import number
 from speechkit.terminal import Progress, add_progress_flags
 
 
@@ -42,7 +43,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="Run the PyTorch modules (default) or the folder's exported graphs.")
     parser.add_argument("--stream", action="store_true",
                         help="Transcribe as a live stream: chunk by chunk, printing partial transcripts.")
-    parser.add_argument("--chunk-ms", type=float, default=320.0, help="Chunk length for --stream (ms).")
+    parser.add_argument("--chunk-ms", type=number(float, 0.0, above=True), default=320.0,
+                        help="Chunk length for --stream (ms).")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -95,10 +95,9 @@ def export_model(checkpoints_dir, hparams_file, output, min_key=None, max_key=No
     from speechkit.checkpoint_selection import select_checkpoint
     from speechkit.pretrained.pretrainer import declared_files
 
-    output, hparams_file = pathlib.Path(output), pathlib.Path(hparams_file)
+    output, hparams_file = pathlib.Path(output).expanduser().absolute(), pathlib.Path(hparams_file)
     mapping, files = dict(mapping or {}), dict(files or {})
-    if output.exists() and not force:
-        raise SpeechkitError(f"{output}: already exists (pass --force to replace it)")
+    _check_output(output, force, [pathlib.Path(checkpoints_dir), hparams_file])
     checkpoint = select_checkpoint(checkpoints_dir, min_key=min_key, max_key=max_key)
     text, sizes_note = _with_run_sizes(hparams_file.read_text(), hparams_file, checkpoints_dir, run_hparams)
     declared = declared_files(text, str(hparams_file))
@@ -122,9 +121,10 @@ def export_model(checkpoints_dir, hparams_file, output, min_key=None, max_key=No
             written[spec] = _write_file(loadable, spec, checkpoint.path, mapping, files, tmp)
         (tmp / "hyperparams.yaml").write_text(text)
         given = (pathlib.Path(checkpoints_dir) / "meta.json").is_file()  # one checkpoint, not a folder
+        selection = _selection(checkpoints_dir, checkpoint, min_key, max_key, given)
         (tmp / "README.md").write_text(_model_card(name or output.name, description, checkpoint, written,
-                                                   hparams_file, min_key or max_key, _usage(text), given)
-                                       + sizes_note)
+                                                   hparams_file, selection, _usage(text),
+                                                   _test_results(checkpoints_dir)) + sizes_note)
         if verify:
             _verify(tmp)
             _warn_if_remote_copies_need_trust(text, hparams_file)
@@ -134,6 +134,36 @@ def export_model(checkpoints_dir, hparams_file, output, min_key=None, max_key=No
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return output
+
+
+#: The files of a model folder that ``speechkit export`` writes, besides the weights the YAML names.
+_MODEL_FOLDER_FILES = ("hyperparams.yaml", "README.md")
+
+
+def _check_output(output: pathlib.Path, force: bool, inputs: list) -> None:
+    """Refuse an ``--output`` whose replacement could lose work: the working directory or a folder above it,
+    a folder holding the inputs, or (even with ``--force``) an existing folder export did not write."""
+    resolved, here = output.resolve(), pathlib.Path.cwd().resolve()
+    if resolved == here or resolved in here.parents or resolved == pathlib.Path.home().resolve():
+        raise SpeechkitError(f"--output {output}: is the working directory, a folder above it or the home "
+                             "folder; name a new folder for the model (e.g. --output models/my-model)")
+    for path in inputs:
+        source = path.expanduser().resolve()
+        if source == resolved or resolved in source.parents:
+            raise SpeechkitError(f"--output {output}: holds the input {path}; name another folder")
+    if not output.exists() and not output.is_symlink():
+        return
+    if not force:
+        raise SpeechkitError(f"{output}: already exists (pass --force to replace it)")
+    entries = list(output.iterdir()) if output.is_dir() and not output.is_symlink() else None
+    looks_exported = entries is not None and all(
+        (output / name).is_file() for name in _MODEL_FOLDER_FILES) and all(
+        entry.is_file() and not entry.is_symlink() for entry in entries)
+    if not looks_exported:
+        kinds = "not a folder" if entries is None else "holds folders or lacks hyperparams.yaml / README.md"
+        raise SpeechkitError(f"--output {output}: --force replaces only a model folder speechkit export "
+                             f"wrote, and this one is not ({kinds}); remove it yourself or name another "
+                             "folder")
 
 
 def _with_run_sizes(text: str, hparams_file, checkpoints_dir, run_hparams) -> tuple:
@@ -272,19 +302,62 @@ def _usage(yaml_text: str) -> str:
             'or `speechkit transcribe <source> speech.flac`.')
 
 
-def _model_card(name, description, checkpoint, written: dict, hparams_file, key, usage: str = "",
-                given: bool = False) -> str:
-    metrics = "\n".join(f"| {k} | {v} |" for k, v in sorted(checkpoint.meta.items())) or "| (none) | |"
-    file_rows = "\n".join(f"| {f} | {p.stat().st_size} | `{_sha256(p)}` |"
-                          for f, p in sorted(written.items()))
+def _selection(checkpoints_dir, checkpoint, min_key, max_key, given: bool) -> str:
+    """How the exported checkpoint was chosen, in the card's words: the key and the direction, among how many
+    kept checkpoints, and which key the run kept them by (end-of-epoch checkpoints are kept by loss)."""
     averaged = checkpoint.info.get("averaged")
     if averaged:
         sources = ", ".join(f"`{pathlib.Path(p).name}`" for p in averaged.get("checkpoints", []))
-        chosen = f"the average of {len(averaged.get('checkpoints', []))} checkpoints: {sources}"
-    elif key:
-        chosen = f"best by `{key}`"
+        return f"the average of {len(averaged.get('checkpoints', []))} checkpoints: {sources}"
+    if given:
+        return "chosen by path"
+    from speechkit.checkpoints import Checkpointer
+
+    kept = Checkpointer(checkpoints_dir).list_checkpoints()
+    if not (min_key or max_key):
+        return f"the newest of {len(kept)} kept checkpoint(s)"
+    key, direction = (min_key, "lowest") if min_key else (max_key, "highest")
+    scored = [c for c in kept if key in c.meta]
+    chosen = f"{direction} validation `{key}` among {len(scored)} kept checkpoint(s) that have it"
+    if len(scored) == 1:
+        chosen += (": the only one; the run chose which to keep (`ckpt_keep`) by validation loss, and by the "
+                   "early-stopping key if one was watched, so it is not the best by this key of every epoch")
+    return chosen
+
+
+def _test_results(checkpoints_dir) -> tuple:
+    """``(train_log path, {metric: value})`` of the run's last test stage, read from the ``train_log.txt``
+    next to the checkpoints folder (``(None, {})`` when there is none)."""
+    folder = pathlib.Path(checkpoints_dir)
+    if (folder / "meta.json").is_file():
+        folder = folder.parent
+    for log in (folder.parent / "train_log.txt", folder / "train_log.txt"):
+        if not log.is_file():
+            continue
+        try:
+            lines = log.read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError):
+            return None, {}
+        tests = [line for line in lines if " | " in line and "stage: test" in line.split(" | ")[:2]]
+        if tests:
+            fields = dict(part.split(": ", 1) for part in tests[-1].split(" | ") if ": " in part)
+            return log, {k: v for k, v in fields.items() if k not in ("epoch", "stage", "duration", "lr")}
+    return None, {}
+
+
+def _model_card(name, description, checkpoint, written: dict, hparams_file, chosen: str, usage: str = "",
+                test: tuple = (None, {})) -> str:
+    metrics = "\n".join(f"| {k} | {v} |" for k, v in sorted(checkpoint.meta.items())) or "| (none) | |"
+    file_rows = "\n".join(f"| {f} | {p.stat().st_size} | `{_sha256(p)}` |"
+                          for f, p in sorted(written.items()))
+    log, scores = test
+    if scores:
+        test_section = (f"Scored by the run on its test set (the last test stage of `{log.name}`):\n\n"
+                        "| metric | value |\n| --- | --- |\n"
+                        + "\n".join(f"| {k} | {v} |" for k, v in scores.items()))
     else:
-        chosen = "chosen by path" if given else "newest"
+        test_section = ("No test result found (no test stage in the run's `train_log.txt` next to the "
+                        "checkpoints): the figures above are validation figures only.")
     when = f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC"
     epoch, step = checkpoint.info.get("epoch"), checkpoint.info.get("step")
     return f"""# {name}
@@ -301,9 +374,15 @@ speechkit's allowlist unless `trust_remote_code=True` is passed.
 Exported on {when} from `{checkpoint.path.name}` ({chosen}), epoch {epoch}, step {step}, with
 `{pathlib.Path(hparams_file).name}`.
 
+Validation figures of that checkpoint:
+
 | metric | value |
 | --- | --- |
 {metrics}
+
+## Test set
+
+{test_section}
 
 ## Files
 
