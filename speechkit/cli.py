@@ -42,9 +42,63 @@ COMMANDS = {
 }
 
 
+#: command name -> one typical use, shown at the end of its --help.
+EXAMPLES = {
+    "new-recipe": "speechkit new-recipe speech_recognition my_asr   # then: cd my_asr/ASR && python "
+                  "train.py hparams/train.yaml",
+    "corpus": "speechkit corpus data/corpus --size demo",
+    "manifest": "speechkit manifest /corpora/my-audio --ext flac --dest manifests --valid-percent 0.05",
+    "trim-silence": "speechkit trim-silence data/corpus/train.json results/train.json --replace "
+                    "data_root=data/corpus --margin 0.1",
+    "prepare-librispeech": "speechkit prepare-librispeech /corpora/LibriSpeech --dest manifests",
+    "fetch": "speechkit fetch org/asr-ctc --savedir models/asr-ctc",
+    "export": "speechkit export --checkpoints results/asr/1234/save --hparams hparams/inference.yaml "
+              "--min-key WER --output models/asr",
+    "average-checkpoints": "speechkit average-checkpoints results/asr/1234/save --num 5 --min-key WER "
+                           "--output results/asr/1234/avg5",
+    "plot-log": "speechkit plot-log results/asr/1234/train_log.txt",
+    "transcribe": "speechkit transcribe models/asr recording.flac",
+    "separate": "speechkit separate models/separator meeting.wav --out separated/",
+    "embed": "speechkit embed models/vocoder data/test.json --output results/embeddings",
+    "mixtures": "speechkit mixtures data/corpus/test.json data/mix --split test --num-mixtures 3000",
+    "infer": "speechkit infer models/asr archive.json --output out/archive",
+    "serve": "speechkit serve models/asr --port 8000",
+    "data": "speechkit data check data/cv/train.json data/cv/test.json",
+    "evaluate": "speechkit evaluate models/asr test.json --output results/eval",
+}
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Each option's default at the end of its help line (unless the help already speaks of its default, or
+    there is none to show: None, off, empty); the description and the example kept as written."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        default = action.default
+        if ("default" in text.lower() or default in (None, False, "", [], ()) or default is argparse.SUPPRESS
+                or not action.option_strings):
+            return text
+        return f"{text} (default: %(default)s)"
+
+
+def version() -> str:
+    """``speechkit X.Y.Z`` (the installed distribution's version, else the package's)."""
+    try:
+        from importlib.metadata import PackageNotFoundError
+        from importlib.metadata import version as installed
+        number = installed("speechkit")
+    except (ImportError, PackageNotFoundError):
+        from speechkit import __version__ as number
+    return f"speechkit {number}"
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="speechkit", description="speechkit: train, evaluate and serve "
-                                     "speech models from YAML recipes.")
+    parser = argparse.ArgumentParser(
+        prog="speechkit", description="speechkit: train, evaluate and serve speech models from YAML recipes.",
+        formatter_class=HelpFormatter,
+        epilog="Each command has its own --help, with its defaults and an example, e.g.\n"
+               "  speechkit new-recipe --help\n\nExample:\n  " + EXAMPLES["new-recipe"])
+    parser.add_argument("--version", "-V", action="version", version=version())
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (_, help_text) in COMMANDS.items():
         sub.add_parser(name, help=help_text, add_help=False)
@@ -54,7 +108,10 @@ def build_parser() -> argparse.ArgumentParser:
 def build_command_parser(name: str) -> argparse.ArgumentParser:
     """The parser of ``speechkit <name>`` (imports the command's module)."""
     module = importlib.import_module(COMMANDS[name][0])
-    parser = argparse.ArgumentParser(prog=f"speechkit {name}", description=COMMANDS[name][1])
+    example = EXAMPLES.get(name)
+    parser = argparse.ArgumentParser(prog=f"speechkit {name}", description=COMMANDS[name][1],
+                                     formatter_class=HelpFormatter,
+                                     epilog=f"Example:\n  {example}" if example else None)
     module.add_arguments(parser)
     return parser
 
@@ -67,6 +124,9 @@ def main(argv: Optional[list] = None) -> int:
         return 2
     if argv[0] in ("-h", "--help"):
         parser.print_help()
+        return 0
+    if argv[0] in ("-V", "--version"):
+        print(version())
         return 0
     if argv[0] not in COMMANDS:
         parser.print_usage(sys.stderr)

@@ -17,6 +17,7 @@ A recipe script then reads top to bottom::
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,6 +56,7 @@ def start(argv: Optional[list] = None, prepare: Optional[Callable[..., Any]] = N
         >>> run.hparams["lr"], sorted(run.manifests)                                      # doctest: +SKIP
         (0.1, ['test', 'train', 'valid'])
     """
+    show_errors_briefly(debug=_wants_tracebacks(sys.argv[1:] if argv is None else argv))
     hparams_file, run_opts, overrides = parse_arguments(argv)
     hparams = load_hparams(hparams_file, overrides, run_opts=run_opts)
     distributed.init(run_opts)
@@ -64,6 +66,38 @@ def start(argv: Optional[list] = None, prepare: Optional[Callable[..., Any]] = N
         distributed.run_on_main(prepare, args=(hparams,), kwargs={"build": True})
         manifests = prepare(hparams, build=False)
     return RecipeRun(hparams, run_opts, hparams_file, overrides, manifests)
+
+
+#: Set to 1 for full tracebacks of speechkit's own errors (as ``--debug`` does).
+TRACEBACK_VARIABLE = "SPEECHKIT_TRACEBACK"
+
+
+def _wants_tracebacks(argv: list) -> bool:
+    flag = os.environ.get(TRACEBACK_VARIABLE, "").strip().lower() in ("1", "true", "yes")
+    return flag or any(arg == "--debug" or arg.startswith("--debug=") and arg != "--debug=false"
+                       for arg in map(str, argv))
+
+
+def show_errors_briefly(debug: bool = False) -> None:
+    """Make an uncaught :class:`~speechkit.errors.SpeechkitError` (a configuration or data mistake, already
+    worded for the user) print as one line, ``error: <message>``, without the traceback, unless ``debug``
+    (``--debug`` or ``SPEECHKIT_TRACEBACK=1``). Other exceptions, bugs, keep their traceback; a Ctrl-C outside
+    training prints ``interrupted``. Called by :func:`start`; idempotent."""
+    previous = sys.excepthook
+    if getattr(previous, "speechkit_brief", False):
+        previous = previous.previous
+
+    def brief(exc_type, exc, tb):
+        if not debug and issubclass(exc_type, SpeechkitError):
+            print(f"error: {exc}\n(a full traceback: add --debug, or set {TRACEBACK_VARIABLE}=1)",
+                  file=sys.stderr)
+        elif not debug and issubclass(exc_type, KeyboardInterrupt):
+            print(f"interrupted{': ' + str(exc) if str(exc) else ''}", file=sys.stderr)
+        else:
+            previous(exc_type, exc, tb)
+
+    brief.speechkit_brief, brief.previous = True, previous
+    sys.excepthook = brief
 
 
 def sibling_module(script: str, name: str) -> ModuleType:
