@@ -28,7 +28,7 @@ from typing import Optional
 
 import torch
 
-from speechkit.errors import HparamsError
+from speechkit.errors import DataError, HparamsError
 from speechkit.nn.masks import checked_lengths
 
 
@@ -110,11 +110,28 @@ def pad_items(items: Sequence[torch.Tensor], like: torch.Tensor) -> tuple:
     return out, lengths
 
 
+def absolute_lengths(relative: torch.Tensor, time: int, owner: str = "augmentation") -> torch.Tensor:
+    """``(batch,)`` int64 sample counts of relative lengths (fractions of the padded ``time``, as SpeechBrain
+    recipes pass them); a fraction outside [0, 1] or not finite is a :class:`DataError` naming ``owner``.
+
+    Example:
+        >>> absolute_lengths(torch.tensor([1.0, 0.5]), 800).tolist()
+        [800, 400]
+    """
+    if relative.dim() != 1 or not bool(torch.isfinite(relative).all()) or bool((relative < 0).any()) \
+            or bool((relative > 1).any()):
+        raise DataError(f"{owner}: relative lengths must be a (batch,) tensor of fractions in [0, 1], got "
+                        f"{relative.tolist()!r}"[:300])
+    return torch.round(relative.double() * time).to(torch.int64)
+
+
 class WaveAugmentation(torch.nn.Module):
     """Base of the waveform augmentations: subclasses define :meth:`augment` for one item.
 
-    ``forward(wavs, lengths, seeds=None) -> (wavs', lengths')``, wavs (batch, time) float; ``seeds`` (batch,)
-    int64 from :func:`item_seeds` (default: drawn from torch's global generator). In eval mode the input is
+    ``forward(wavs, lengths, seeds=None) -> (wavs', lengths')``, wavs (batch, time) float; ``lengths``
+    (batch,) int64 samples, or float fractions of ``time`` (relative lengths, as SpeechBrain recipes pass;
+    returned relative too); ``seeds`` (batch,) int64 from :func:`item_seeds` (default: drawn from torch's
+    global generator). In eval mode the input is
     returned unchanged. ``sample_rate`` is the audio's rate in Hz.
     """
 
@@ -131,14 +148,21 @@ class WaveAugmentation(torch.nn.Module):
 
     def forward(self, wavs: torch.Tensor, lengths: Optional[torch.Tensor] = None,
                 seeds: Optional[torch.Tensor] = None) -> tuple:
+        relative = lengths is not None and torch.is_tensor(lengths) and lengths.is_floating_point()
+        if relative:  # SpeechBrain's convention: a fraction of the padded length, returned the same way
+            given = lengths
+            lengths = absolute_lengths(lengths, wavs.shape[1], type(self).__name__)
         lengths = checked_lengths(wavs, lengths)
         if not self.training:
-            return wavs, lengths
+            return (wavs, given) if relative else (wavs, lengths)
         if seeds is None:
             seeds = torch.randint(0, 2**62, (wavs.shape[0],), dtype=torch.int64)
         items = [self.augment(wavs[row, : int(lengths[row])], generator_for(int(seeds[row])))
                  for row in range(wavs.shape[0])]
-        return pad_items(items + self.appended_items(wavs, lengths), wavs)
+        out, out_lengths = pad_items(items + self.appended_items(wavs, lengths), wavs)
+        if relative:
+            return out, out_lengths.to(given.dtype) / max(1, out.shape[1])
+        return out, out_lengths
 
     def appended_items(self, wavs: torch.Tensor, lengths: torch.Tensor) -> list:
         """Items a training batch gets after the augmented ones: none here (the Augmenter's

@@ -3,7 +3,9 @@
 - :class:`SpeedPerturb`: faster or slower, pitch and tempo together (the length changes);
 - :class:`PitchShift`: pitch up or down by semitones, tempo kept (a phase-vocoder time stretch, then a
   resampling);
-- :class:`MuLaw`: mu-law companding to a few bits, as telephone codecs do.
+- :class:`MuLaw`: mu-law companding to a few bits, as telephone codecs do;
+- :class:`TimeStretch`: faster or slower, pitch kept (the length changes);
+- :class:`Resample`: down to a lower rate and back, as audio recorded at 8 kHz and upsampled sounds.
 
 Example:
     >>> from speechkit.augment import generator_for
@@ -132,3 +134,43 @@ class MuLaw(WaveAugmentation):
         encoded = torch.sign(x) * torch.log1p(mu * x.abs()) / math.log1p(mu)
         quantized = torch.round((encoded + 1) / 2 * mu) / mu * 2 - 1
         return torch.sign(quantized) * ((1 + mu) ** quantized.abs() - 1) / mu * peak
+
+
+class TimeStretch(WaveAugmentation):
+    """Play faster or slower by a rate drawn from ``rate_range`` (> 1 faster), keeping the pitch (the phase
+    vocoder of :func:`time_stretch`); the item's length becomes ``round(length / rate)``.
+
+    Example:
+        >>> from speechkit.augment import generator_for
+        >>> TimeStretch(rate_range=(1.25, 1.25)).augment(torch.randn(1600), generator_for(0)).shape
+        torch.Size([1280])
+    """
+
+    def __init__(self, rate_range: Sequence[float] = (0.8, 1.25), sample_rate: int = 16000):
+        super().__init__(sample_rate)
+        self.rate_range = check_range(type(self).__name__, "rate_range", rate_range, 0.25, 4.0)
+
+    def augment(self, wave, generator):
+        return time_stretch(wave, uniform(generator, *self.rate_range))
+
+
+class Resample(WaveAugmentation):
+    """Resample to a rate drawn from ``rates`` (Hz) and back to ``sample_rate``: what lies above half the
+    lower rate is gone, as in audio recorded at that rate and upsampled. The length is kept."""
+
+    def __init__(self, rates: Sequence[int] = (8000, 11025, 12000), sample_rate: int = 16000):
+        super().__init__(sample_rate)
+        if isinstance(rates, (str, int)) or not rates or any(
+                isinstance(r, bool) or not isinstance(r, int) or not 1000 <= r < sample_rate for r in rates):
+            raise HparamsError(f"Resample: rates must be a non-empty list of ints in [1000, {sample_rate}), "
+                               f"got {rates!r}")
+        self.rates = tuple(rates)
+
+    def augment(self, wave, generator):
+        from speechkit.data.resample import resample
+
+        rate = self.rates[int(torch.randint(len(self.rates), (), generator=generator))]
+        if wave.numel() == 0:
+            return wave
+        low = resample(wave, self.sample_rate, rate)
+        return _fit(resample(low, rate, self.sample_rate), wave.shape[0])
