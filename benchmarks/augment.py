@@ -54,7 +54,10 @@ def augmentations(rooms: int) -> dict:
         "FormantWarp": augment.FormantWarp(), "Equalizer": augment.Equalizer(),
         "BandLimit": augment.BandLimit(), "MuLaw": augment.MuLaw(), "FrequencyDrop": augment.FrequencyDrop(),
         "ChunkDrop": augment.ChunkDrop(), "AddNoise": augment.AddNoise(), "RandomGain": augment.RandomGain(),
-        "Reverb": reverb,
+        "Reverb": reverb, "TimeStretch": augment.TimeStretch(), "Resample": augment.Resample(),
+        "TimeShift": augment.TimeShift(), "Quantize": augment.Quantize(),
+        "LoudnessNormalize": augment.LoudnessNormalize(),
+        **{f"Codec ({codec})": augment.Codec(codecs=[codec]) for codec in ("mp3", "opus", "vorbis")},
     }
     template = load_hparams(TEMPLATE_YAML)["waveform_augmentation"]
     with_reverb = augment.Augmenter([*template.augmentations, reverb],

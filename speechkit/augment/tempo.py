@@ -158,7 +158,7 @@ class Resample(WaveAugmentation):
     """Resample to a rate drawn from ``rates`` (Hz) and back to ``sample_rate``: what lies above half the
     lower rate is gone, as in audio recorded at that rate and upsampled. The length is kept."""
 
-    def __init__(self, rates: Sequence[int] = (8000, 11025, 12000), sample_rate: int = 16000):
+    def __init__(self, rates: Sequence[int] = (8000, 12000), sample_rate: int = 16000):
         super().__init__(sample_rate)
         if isinstance(rates, (str, int)) or not rates or any(
                 isinstance(r, bool) or not isinstance(r, int) or not 1000 <= r < sample_rate for r in rates):

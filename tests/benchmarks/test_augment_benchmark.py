@@ -15,5 +15,5 @@ def test_augment_benchmark_prints_a_row_per_augmentation(capsys):
     module = load_script(SCRIPT, "augment_benchmark")
     assert module.main(["--utterances", "3", "--batch-seconds", "4", "--steps", "1", "--rooms", "1"]) == 0
     rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| ")]
-    assert len(rows) == 2 + 13 and rows[-2].startswith("| the template's set (SpeedPerturb 1, Equalizer")
+    assert len(rows) == 2 + 21 and rows[-2].startswith("| the template's set (SpeedPerturb 1, Equalizer")
     assert rows[-1].startswith("| the template's set and reverb (") and "Reverb 0.3)" in rows[-1]
