@@ -113,6 +113,7 @@ def _top_level_keys(path):
 @pytest.mark.parametrize("script, brain, yamls", [
     ("templates/speech_recognition/ASR/train.py", "ASR", ["train.yaml", "finetune.yaml"]),
     ("templates/separation/train.py", "Separation", ["train.yaml"]),
+    ("templates/ssl_finetune/train.py", "CTCFineTuning", ["train.yaml"]),
 ])
 def test_the_templates_yamls_have_every_key_their_brain_reads(script, brain, yamls):
     cls = _brain_class(REPO / script, brain)
