@@ -102,9 +102,10 @@ def fast_fft_length(n: int) -> int:
 
 
 def pad_items(items: Sequence[torch.Tensor], like: torch.Tensor) -> tuple:
-    """``(batch, max_time)`` zero-padded stack of 1-D ``items`` and their ``(batch,)`` lengths."""
+    """``(batch, max_time, ...)`` zero-padded stack of ``items`` (``(time,)``, or ``(time, channels)`` for
+    multichannel audio) and their ``(batch,)`` lengths."""
     lengths = torch.tensor([item.shape[0] for item in items], dtype=torch.int64, device=like.device)
-    out = like.new_zeros(len(items), int(lengths.max()) if len(items) else 0)
+    out = like.new_zeros((len(items), int(lengths.max()) if len(items) else 0, *like.shape[2:]))
     for row, item in enumerate(items):
         out[row, : item.shape[0]] = item
     return out, lengths

@@ -191,3 +191,34 @@ def test_a_run_resumed_mid_epoch_draws_what_an_uninterrupted_run_draws(tmp_path)
     assert len(resumed) == len(whole) == 18
     for key, wave in whole.items():
         assert torch.equal(resumed[key], wave), key
+
+
+@pytest.mark.parametrize("augmentation", [augment.ChannelDrop(drop_probability=0.5, sample_rate=RATE),
+                                          augment.ChannelSwap(swaps=(1, 2), sample_rate=RATE)])
+def test_channel_augmentations_are_batch_invariant_and_seeded(augmentation):
+    items = [torch.randn(n, 4) * 0.1 for n in (900, 500, 700)]
+    lengths = torch.tensor([900, 500, 700])
+    wavs = torch.nn.utils.rnn.pad_sequence(items, batch_first=True)
+    seeds = torch.tensor([11, 12, 13])
+    augmentation.train()
+    out, out_lengths = augmentation(wavs, lengths, seeds)
+    assert out.shape == wavs.shape and torch.equal(out_lengths, lengths)
+    for row, item in enumerate(items):
+        alone, _ = augmentation(item.unsqueeze(0), torch.tensor([item.shape[0]]), seeds[row:row + 1])
+        assert torch.equal(alone[0], out[row, : item.shape[0]]) and not out[row, item.shape[0]:].any()
+    assert torch.equal(augmentation(wavs, lengths, seeds)[0], out)
+    changed = [not torch.equal(out[row, : n], items[row]) for row, n in enumerate(lengths.tolist())]
+    assert any(changed)
+
+
+def test_channel_drop_keeps_a_channel_and_swap_keeps_the_channels():
+    wave = torch.randn(100, 2)
+    for seed in range(20):
+        dropped = augment.ChannelDrop(drop_probability=1.0).augment(wave, generator_for(seed))
+        assert sum(bool(dropped[:, c].any()) for c in range(2)) == 1  # never silence
+    swapped = augment.ChannelSwap().augment(wave, generator_for(0))
+    assert torch.equal(swapped, wave[:, [1, 0]])
+    with pytest.raises(DataError, match="expects .batch, time, channels."):
+        augment.ChannelSwap()(torch.randn(2, 100), torch.tensor([100, 50]))
+    with pytest.raises(HparamsError, match="ChannelSwap: swaps"):
+        augment.ChannelSwap(swaps=(2, 1))
