@@ -16,12 +16,12 @@ from speechkit.augment.channels import ChannelDrop, ChannelSwap
 from speechkit.augment.codec import Codec
 from speechkit.augment.core import RandomGain, WaveAugmentation, generator_for, item_seed, item_seeds
 from speechkit.augment.level import LoudnessNormalize, Quantize, TimeShift
-from speechkit.augment.noise import AddNoise, Babble, ChunkDrop, colored_noise
+from speechkit.augment.noise import AddNoise, Babble, ChunkDrop, CutCat, colored_noise
 from speechkit.augment.reverb import Reverb
 from speechkit.augment.spectral import BandLimit, Equalizer, FormantWarp, FrequencyDrop
 from speechkit.augment.tempo import MuLaw, PitchShift, Resample, SpeedPerturb, TimeStretch, time_stretch
 
 __all__ = ["AddNoise", "Augmenter", "Babble", "BandLimit", "ChannelDrop", "ChannelSwap", "ChunkDrop", "Codec",
-           "Equalizer", "FormantWarp", "FrequencyDrop", "LoudnessNormalize", "MuLaw", "PitchShift",
+           "CutCat", "Equalizer", "FormantWarp", "FrequencyDrop", "LoudnessNormalize", "MuLaw", "PitchShift",
            "Quantize", "RandomGain", "Resample", "Reverb", "SpeedPerturb", "TimeShift", "TimeStretch",
            "WaveAugmentation", "colored_noise", "generator_for", "item_seed", "item_seeds", "time_stretch"]

@@ -160,3 +160,33 @@ class ChunkDrop(WaveAugmentation):
             start = int(torch.randint(0, max(1, wave.shape[0] - width + 1), (), generator=generator))
             out[start:start + width] = 0
         return out
+
+
+class CutCat(WaveAugmentation):
+    """Cut ``segments`` (a count drawn from the range) stretches of ``segment_ms`` out of the item and put in
+    their place stretches of the same length from recordings of ``source_folder`` (or a list of files),
+    level-matched to the item: the cut-and-concatenate of SpeechBrain's ``CutCat``, which takes its segments
+    from the other items of the batch, here from a bank, so an item's result never depends on its batch.
+    The length is kept."""
+
+    def __init__(self, source_folder: Union[str, list], segments: Sequence[int] = (1, 2),
+                 segment_ms: Sequence[float] = (100.0, 400.0), sample_rate: int = 16000):
+        super().__init__(sample_rate)
+        name = type(self).__name__
+        low, high = check_range(name, "segments", segments, 0, 64)
+        self.segments = (int(low), int(high))
+        self.segment_ms = check_range(name, "segment_ms", segment_ms, 1.0, 60_000.0)
+        self.bank = load_bank(name, "source_folder", source_folder, sample_rate)
+
+    def augment(self, wave, generator):
+        count = int(torch.randint(self.segments[0], self.segments[1] + 1, (), generator=generator))
+        out = wave.clone()
+        level = float(wave.pow(2).mean().sqrt()) if wave.numel() else 0.0
+        for _ in range(count):
+            size = min(wave.shape[0], int(uniform(generator, *self.segment_ms) * self.sample_rate / 1000))
+            start = int(torch.randint(wave.shape[0] - size + 1, (), generator=generator))
+            source = self.bank[int(torch.randint(len(self.bank), (), generator=generator))]
+            piece = excerpt(source, size, generator)
+            piece = piece / piece.pow(2).mean().sqrt().clamp(min=1e-6) * level
+            out[start:start + size] = piece.to(device=wave.device, dtype=wave.dtype)
+        return out

@@ -222,3 +222,26 @@ def test_channel_drop_keeps_a_channel_and_swap_keeps_the_channels():
         augment.ChannelSwap()(torch.randn(2, 100), torch.tensor([100, 50]))
     with pytest.raises(HparamsError, match="ChannelSwap: swaps"):
         augment.ChannelSwap(swaps=(2, 1))
+
+
+def test_cutcat_puts_bank_segments_in_place_batch_invariantly(tmp_path):
+    import soundfile
+
+    (tmp_path / "bank").mkdir()
+    soundfile.write(tmp_path / "bank" / "other.flac", (0.5 * torch.ones(4000)).numpy(), RATE)
+    cutcat = augment.CutCat(str(tmp_path / "bank"), segments=(2, 2), segment_ms=(25.0, 25.0),
+                            sample_rate=RATE).train()
+    items = [torch.randn(n) * 0.1 for n in (1200, 700, 950)]
+
+    def run(x, lengths):
+        cutcat.train()
+        return cutcat(x, lengths, content_seeds(x, lengths))
+
+    for item, output in zip(items, assert_batch_invariant(run, items)):
+        assert output.shape == item.shape
+        replaced = output != item
+        assert 0 < int(replaced.sum()) <= 2 * 200  # two 25 ms segments of the constant bank file
+        level = float(item.pow(2).mean().sqrt())
+        assert torch.allclose(output[replaced].abs(), torch.full((int(replaced.sum()),), level), atol=1e-5)
+    with pytest.raises(HparamsError, match="CutCat: source_folder"):
+        augment.CutCat(str(tmp_path / "missing"))
