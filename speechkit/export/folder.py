@@ -19,6 +19,7 @@ import shutil
 import tempfile
 
 from speechkit.errors import SpeechkitError
+from speechkit.output_folder import check_model_output
 from speechkit.pretrained.backends import MANIFEST, SUFFIXES
 
 logger = logging.getLogger(__name__)
@@ -34,13 +35,13 @@ def export_folder(source, output, formats=("onnx",), force: bool = False, **load
     from speechkit.pretrained.fetching import FetchFrom, resolve_source
     from speechkit.pretrained.interfaces import Pretrained
 
-    output = pathlib.Path(output)
+    output = pathlib.Path(output).expanduser().absolute()
     for fmt in formats:
         if fmt not in SUFFIXES:
             raise SpeechkitError(f"unknown export format {fmt!r}; use {' or '.join(SUFFIXES)}")
-    if output.exists() and not force:
-        raise SpeechkitError(f"{output}: already exists (pass --force to replace it)")
     fetch_source = resolve_source(source)
+    local = fetch_source.kind is FetchFrom.LOCAL
+    check_model_output(output, force, [pathlib.Path(os.path.expanduser(fetch_source.path))] if local else [])
     with tempfile.TemporaryDirectory(prefix="speechkit-export-") as download:
         if fetch_source.kind is FetchFrom.LOCAL:
             folder = pathlib.Path(os.path.expanduser(fetch_source.path))

@@ -38,6 +38,7 @@ import shutil
 
 from speechkit.argtypes import name_value
 from speechkit.errors import CheckpointError, SpeechkitError
+from speechkit.output_folder import check_model_output
 
 logger = logging.getLogger(__name__)
 
@@ -97,7 +98,7 @@ def export_model(checkpoints_dir, hparams_file, output, min_key=None, max_key=No
 
     output, hparams_file = pathlib.Path(output).expanduser().absolute(), pathlib.Path(hparams_file)
     mapping, files = dict(mapping or {}), dict(files or {})
-    _check_output(output, force, [pathlib.Path(checkpoints_dir), hparams_file])
+    check_model_output(output, force, [pathlib.Path(checkpoints_dir), hparams_file])
     checkpoint = select_checkpoint(checkpoints_dir, min_key=min_key, max_key=max_key)
     text, sizes_note = _with_run_sizes(hparams_file.read_text(), hparams_file, checkpoints_dir, run_hparams)
     declared = declared_files(text, str(hparams_file))
@@ -134,36 +135,6 @@ def export_model(checkpoints_dir, hparams_file, output, min_key=None, max_key=No
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return output
-
-
-#: The files of a model folder that ``speechkit export`` writes, besides the weights the YAML names.
-_MODEL_FOLDER_FILES = ("hyperparams.yaml", "README.md")
-
-
-def _check_output(output: pathlib.Path, force: bool, inputs: list) -> None:
-    """Refuse an ``--output`` whose replacement could lose work: the working directory or a folder above it,
-    a folder holding the inputs, or (even with ``--force``) an existing folder export did not write."""
-    resolved, here = output.resolve(), pathlib.Path.cwd().resolve()
-    if resolved == here or resolved in here.parents or resolved == pathlib.Path.home().resolve():
-        raise SpeechkitError(f"--output {output}: is the working directory, a folder above it or the home "
-                             "folder; name a new folder for the model (e.g. --output models/my-model)")
-    for path in inputs:
-        source = path.expanduser().resolve()
-        if source == resolved or resolved in source.parents:
-            raise SpeechkitError(f"--output {output}: holds the input {path}; name another folder")
-    if not output.exists() and not output.is_symlink():
-        return
-    if not force:
-        raise SpeechkitError(f"{output}: already exists (pass --force to replace it)")
-    entries = list(output.iterdir()) if output.is_dir() and not output.is_symlink() else None
-    looks_exported = entries is not None and all(
-        (output / name).is_file() for name in _MODEL_FOLDER_FILES) and all(
-        entry.is_file() and not entry.is_symlink() for entry in entries)
-    if not looks_exported:
-        kinds = "not a folder" if entries is None else "holds folders or lacks hyperparams.yaml / README.md"
-        raise SpeechkitError(f"--output {output}: --force replaces only a model folder speechkit export "
-                             f"wrote, and this one is not ({kinds}); remove it yourself or name another "
-                             "folder")
 
 
 def _with_run_sizes(text: str, hparams_file, checkpoints_dir, run_hparams) -> tuple:

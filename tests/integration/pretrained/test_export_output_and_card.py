@@ -82,3 +82,18 @@ def test_the_card_gives_the_test_score_and_the_real_selection(run_folder):
     assert "lowest validation `WER` among 1 kept checkpoint(s)" in card
     assert "the run chose which to keep (`ckpt_keep`) by validation loss" in card
     assert "best by `WER`" not in card
+
+
+def test_exporting_graphs_never_wipes_the_working_directory_or_the_source(run_folder, monkeypatch, capsys):
+    model = run_folder / "model"
+    assert _export(run_folder, model) == 0
+    work = run_folder / "work"
+    work.mkdir()
+    (work / "my_notes.txt").write_text("a day of work")
+    monkeypatch.chdir(work)
+    graphs = ["export", "--model", str(model), "--format", "onnx", "--force", "--output"]
+    assert speechkit_main([*graphs, "."]) == 1
+    assert "is the working directory" in capsys.readouterr().err
+    assert speechkit_main([*graphs, str(model)]) == 1
+    assert "holds the input" in capsys.readouterr().err
+    assert (work / "my_notes.txt").read_text() == "a day of work" and (model / "hyperparams.yaml").is_file()
