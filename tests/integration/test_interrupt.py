@@ -104,6 +104,7 @@ def test_first_ctrl_c_saves_mid_epoch_and_a_rerun_matches_an_uninterrupted_run(t
         assert torch.equal(expected[name], actual[name]), name
 
 
+@pytest.mark.slow  # an interpreter starts and trains
 def test_second_ctrl_c_stops_at_once_without_saving(tmp_path):
     script = tmp_path / "train.py"
     script.write_text(TRAIN_SCRIPT)
