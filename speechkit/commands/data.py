@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 
 #: subcommand -> (module, one-line help)
 SUBCOMMANDS = {
@@ -29,6 +30,8 @@ SUBCOMMANDS = {
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="data_command", metavar="SUBCOMMAND", required=True)
     for name, (module_name, help_text) in SUBCOMMANDS.items():
+        if importlib.util.find_spec(module_name) is None:  # a subcommand this install does not ship
+            continue
         child = sub.add_parser(name, help=help_text, description=help_text,
                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
         child.set_defaults(data_module=module_name)
