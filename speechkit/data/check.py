@@ -426,3 +426,49 @@ def save_report(report: CheckReport, path: str) -> None:
     with open(path + ".tmp", "w", encoding="utf-8") as handle:
         json.dump(report.to_dict(), handle, indent=1, ensure_ascii=False)
     os.replace(path + ".tmp", path)
+
+
+def check_before_training(manifests: Mapping[str, str], cache_folder: str, options: Optional[CheckOptions] = None,
+                          *, replacements: Optional[Mapping[str, str]] = None,
+                          log: Callable[[str], None] = print) -> CheckReport:
+    """The check a recipe runs before training: :func:`check_manifests`, cached by the manifests' content.
+
+    A report without errors is kept in ``cache_folder/data_check-<hash>.json``, the hash of the manifests'
+    bytes and the options, so the next run (or the next step of a recipe) reads it instead of checking
+    again; a report with errors is never cached (fixing the audio in place is then checked anew).
+
+    Raises:
+        DataError: the report has errors; the message holds one line per kind of error and the
+            report's path.
+    """
+    from speechkit.errors import DataError
+
+    options = options or CheckOptions()
+    digest = hashlib.sha256()
+    for split in sorted(manifests):
+        digest.update(split.encode() + b"\0" + os.path.abspath(manifests[split]).encode() + b"\0")
+        with open(manifests[split], "rb") as handle:
+            digest.update(handle.read())
+    digest.update(json.dumps({**asdict(options), "alphabet": sorted(options.alphabet or [])}, sort_keys=True,
+                             default=str).encode())
+    digest.update(json.dumps(dict(replacements or {}), sort_keys=True).encode())
+    cache = os.path.join(cache_folder, f"data_check-{digest.hexdigest()[:16]}.json")
+    if os.path.isfile(cache):
+        try:
+            with open(cache, encoding="utf-8") as handle:
+                return CheckReport.from_dict(json.load(handle))
+        except (OSError, ValueError, KeyError, TypeError):
+            pass  # a damaged cache file: check again
+    report = check_manifests(manifests, options, replacements=replacements)
+    if report.errors:
+        failed = os.path.join(cache_folder, "data_check-errors.json")
+        save_report(report, failed)
+        raise DataError(f"the data check found {report.errors} error(s) in {', '.join(manifests.values())}:\n  "
+                        + "\n  ".join(report.lines(ERROR))
+                        + f"\nthe full report: {failed} (or run: speechkit data check "
+                        + " ".join(manifests.values()) + f"); what each check means: {DOCS}; "
+                        "to train anyway, pass --check_data False")
+    save_report(report, cache)
+    if report.warnings:
+        log(f"data check: {report.warnings} warning(s) (the report: {cache}):\n  " + "\n  ".join(report.lines()))
+    return report
