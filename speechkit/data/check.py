@@ -235,8 +235,12 @@ def check_manifests(manifests: Union[Sequence[str], Mapping[str, str]], options:
         info = {"items": len(rows), "hours": 0.0, "sample_rates": Counter(), "channels": Counter()}
         speakers: set = set()
         for data_id, row in rows.items():
+            reported: set = set()
+
             def add(level: str, check: str, detail: str) -> None:
-                findings.append(Finding(level, check, split, data_id, detail))
+                if check not in reported:  # once per item and check, whichever of its files says it
+                    reported.add(check)
+                    findings.append(Finding(level, check, split, data_id, detail))
 
             duration = _check_audio(row, options, add, info, hashes, (split, data_id))
             speaker = row.get("speaker", row.get("spk"))
@@ -279,7 +283,7 @@ def check_manifests(manifests: Union[Sequence[str], Mapping[str, str]], options:
 def _check_audio(row: Mapping, options: CheckOptions, add: Callable, info: dict, hashes: dict,
                  key: tuple) -> Optional[float]:
     """Header (and sample) checks of one row; returns its duration in seconds (None when unreadable)."""
-    duration = None
+    duration, duration_field = None, True
     for name, source in audio_sources(row).items():
         path = source.get("file") if isinstance(source, dict) else source
         try:
@@ -308,11 +312,13 @@ def _check_audio(row: Mapping, options: CheckOptions, add: Callable, info: dict,
                 and abs(float(stated) - seconds) > DURATION_TOLERANCE:
             add(ERROR, "duration mismatch", f"the manifest says {stated} s, {path} holds {seconds:.3f} s")
         if options.decode and frames:
-            _check_samples(source, bounds, path, add, hashes, key)
+            # the audio hash of the first field only (the mixture, not its sources, which a corpus may reuse)
+            _check_samples(source, bounds, path, add, hashes if duration_field else None, key)
+        duration_field = False
     return duration
 
 
-def _check_samples(source: Any, bounds: Optional[tuple], path: str, add: Callable, hashes: dict,
+def _check_samples(source: Any, bounds: Optional[tuple], path: str, add: Callable, hashes: Optional[dict],
                    key: tuple) -> None:
     try:
         samples = _decode(source, bounds)
@@ -323,7 +329,8 @@ def _check_samples(source: Any, bounds: Optional[tuple], path: str, add: Callabl
     if not finite.all():
         add(ERROR, "non-finite", f"{path}: {int((~finite).sum())} NaN or infinite sample(s)")
         return
-    hashes[hashlib.blake2b(samples.tobytes(), digest_size=16).hexdigest()].append(key)
+    if hashes is not None:
+        hashes[hashlib.blake2b(samples.tobytes(), digest_size=16).hexdigest()].append(key)
     rms = float(np.sqrt(np.mean(np.square(samples, dtype=np.float64)))) if samples.size else 0.0
     if rms <= 10 ** (SILENCE_DBFS / 20):
         level = "digital silence" if rms == 0 else f"{20 * math.log10(rms):.1f} dBFS"

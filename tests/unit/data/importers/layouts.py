@@ -13,7 +13,7 @@ def tone(path: Path, seconds: float, rate: int, channels: int = 1, seed: int = 0
     rng = np.random.default_rng(seed)
     frames = int(round(seconds * rate))
     t = np.arange(frames) / rate
-    wave = 0.3 * np.sin(2 * np.pi * (150 + 40 * seed) * t) + 0.02 * rng.standard_normal(frames)
+    wave = 0.3 * np.sin(2 * np.pi * (150 + 40 * (seed % 40)) * t) + 0.02 * rng.standard_normal(frames)
     data = np.stack([wave] * channels, axis=1) if channels > 1 else wave
     path.parent.mkdir(parents=True, exist_ok=True)
     soundfile.write(str(path), data.astype(np.float32), rate, format=fmt)
@@ -128,10 +128,11 @@ def librimix(root: Path, noise: bool = True) -> Path:
                                         "1034-121119-0049_911-128684-0001"]),
                          ("dev", ["1272-128104-0000_2277-149896-0006"]),
                          ("test", ["1089-134686-0000_121-121726-0014"])):
-        for n, name in enumerate(names):
+        for name in names:
             folders = ["mix_clean", "s1", "s2"] + (["noise"] if noise else [])
-            for k, folder_name in enumerate(folders):
-                tone(root / split / folder_name / f"{name}.wav", 0.6, 8000, seed=n + k)
+            for folder_name in folders:
+                seed = sum(map(ord, split + name + folder_name)) % 1000  # no two files alike
+                tone(root / split / folder_name / f"{name}.wav", 0.6, 8000, seed=seed)
     return root
 
 
