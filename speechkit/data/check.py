@@ -31,7 +31,8 @@ Headers are read for every file (fast: no decoding); the samples are decoded onl
 them (non-finite, silent, clipped, the audio hash), and not at all with ``decode=False``.
 
 Example:
-    >>> report = check_manifests(["data/cv/train.json", "data/cv/test.json"], sample_rate=16000)  # doctest: +SKIP
+    >>> paths = ["data/cv/train.json", "data/cv/test.json"]
+    >>> report = check_manifests(paths, sample_rate=16000)  # doctest: +SKIP
     >>> print(report.format_table())  # doctest: +SKIP
     >>> report.errors  # doctest: +SKIP
     0
@@ -66,8 +67,8 @@ TEST_WORDS = ("test", "eval")
 
 @dataclass
 class Finding:
-    """One thing found: ``level`` (error or warning), ``check`` (its name), the ``split`` and item ``id`` (empty
-    for a finding about a whole split), and ``detail`` in words."""
+    """One thing found: ``level`` (error or warning), ``check`` (its name), the ``split`` and item ``id``
+    (empty for a finding about a whole split), and ``detail`` in words."""
 
     level: str
     check: str
@@ -160,7 +161,8 @@ class CheckReport:
 
 def _table(rows: Sequence[Sequence[str]]) -> str:
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return "\n".join("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows)
+    lines = ("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows)
+    return "\n".join(lines)
 
 
 def split_name(path: str) -> str:
@@ -184,7 +186,8 @@ def _read_header(source: Any) -> tuple:
     if isinstance(source, dict):
         scale = 1 if source.get("unit", "samples") == "samples" else found.samplerate
         first = int(round(float(source.get("start") or 0) * scale))
-        last = frames if source.get("stop") is None else min(frames, int(round(float(source["stop"]) * scale)))
+        stop = source.get("stop")
+        last = frames if stop is None else min(frames, int(round(float(stop) * scale)))
         frames = max(0, last - first)
         return frames, int(found.samplerate), int(found.channels), (first, last)
     return frames, int(found.samplerate), int(found.channels), None
@@ -201,9 +204,11 @@ def _decode(source: Any, bounds: Optional[tuple]) -> np.ndarray:
         return handle.read(dtype="float32", always_2d=True)
 
 
-def check_manifests(manifests: Union[Sequence[str], Mapping[str, str]], options: Optional[CheckOptions] = None,
-                    *, replacements: Optional[Mapping[str, str]] = None,
-                    progress: Optional[Callable[[int, int], None]] = None, **option_values: Any) -> CheckReport:
+def check_manifests(manifests: Union[Sequence[str], Mapping[str, str]],
+                    options: Optional[CheckOptions] = None, *,
+                    replacements: Optional[Mapping[str, str]] = None,
+                    progress: Optional[Callable[[int, int], None]] = None,
+                    **option_values: Any) -> CheckReport:
     """Check ``manifests`` (paths, or ``{split: path}``) and return the report.
 
     Arguments:
@@ -235,13 +240,7 @@ def check_manifests(manifests: Union[Sequence[str], Mapping[str, str]], options:
         info = {"items": len(rows), "hours": 0.0, "sample_rates": Counter(), "channels": Counter()}
         speakers: set = set()
         for data_id, row in rows.items():
-            reported: set = set()
-
-            def add(level: str, check: str, detail: str) -> None:
-                if check not in reported:  # once per item and check, whichever of its files says it
-                    reported.add(check)
-                    findings.append(Finding(level, check, split, data_id, detail))
-
+            add = _Recorder(findings, split, data_id)
             duration = _check_audio(row, options, add, info, hashes, (split, data_id))
             speaker = row.get("speaker", row.get("spk"))
             if speaker not in (None, ""):
@@ -278,6 +277,18 @@ def check_manifests(manifests: Union[Sequence[str], Mapping[str, str]], options:
     _check_across_splits(hashes, said, speakers_of, findings)
     _check_speeds(speeds, options, findings)
     return CheckReport({split: os.fspath(path) for split, path in manifests.items()}, summary, findings)
+
+
+class _Recorder:
+    """``add(level, check, detail)`` for one item: a finding once per check, whichever file says it."""
+
+    def __init__(self, findings: list, split: str, data_id: str):
+        self.findings, self.split, self.id, self.reported = findings, split, data_id, set()
+
+    def __call__(self, level: str, check: str, detail: str) -> None:
+        if check not in self.reported:
+            self.reported.add(check)
+            self.findings.append(Finding(level, check, self.split, self.id, detail))
 
 
 def _check_audio(row: Mapping, options: CheckOptions, add: Callable, info: dict, hashes: dict,
@@ -383,11 +394,9 @@ def _check_across_splits(hashes: Mapping, said: Mapping, speakers_of: Mapping, f
         if len(keys) < 2:
             continue
         names = ", ".join(f"{split}/{data_id}" for split, data_id in keys[:4])
+        level, check = (ERROR, "same audio in splits") if len(splits) > 1 else (WARNING, "duplicate audio")
         for split, data_id in keys:
-            if len(splits) > 1:
-                findings.append(Finding(ERROR, "same audio in splits", split, data_id, f"same samples as {names}"))
-            else:
-                findings.append(Finding(WARNING, "duplicate audio", split, data_id, f"same samples as {names}"))
+            findings.append(Finding(level, check, split, data_id, f"same samples as {names}"))
     for (speaker, text), keys in said.items():
         if len({split for split, _ in keys}) > 1:
             names = ", ".join(f"{split}/{data_id}" for split, data_id in sorted(keys)[:4])
@@ -415,8 +424,8 @@ def _check_speeds(speeds: list, options: CheckOptions, findings: list) -> None:
     for speed, split, data_id in speeds:
         if speed > median * factor or speed < median / factor:
             findings.append(Finding(WARNING, "speaking rate", split, data_id,
-                                    f"{speed:.1f} characters/s against a median of {median:.1f}: a transcript "
-                                    "of other audio?"))
+                                    f"{speed:.1f} characters/s against a median of {median:.1f}: a "
+                                    "transcript of other audio?"))
 
 
 def read_alphabet(value: str) -> frozenset:
@@ -435,8 +444,9 @@ def save_report(report: CheckReport, path: str) -> None:
     os.replace(path + ".tmp", path)
 
 
-def check_before_training(manifests: Mapping[str, str], cache_folder: str, options: Optional[CheckOptions] = None,
-                          *, replacements: Optional[Mapping[str, str]] = None,
+def check_before_training(manifests: Mapping[str, str], cache_folder: str,
+                          options: Optional[CheckOptions] = None, *,
+                          replacements: Optional[Mapping[str, str]] = None,
                           log: Callable[[str], None] = print) -> CheckReport:
     """The check a recipe runs before training: :func:`check_manifests`, cached by the manifests' content.
 
@@ -470,12 +480,14 @@ def check_before_training(manifests: Mapping[str, str], cache_folder: str, optio
     if report.errors:
         failed = os.path.join(cache_folder, "data_check-errors.json")
         save_report(report, failed)
-        raise DataError(f"the data check found {report.errors} error(s) in {', '.join(manifests.values())}:\n  "
+        raise DataError(f"the data check found {report.errors} error(s) in "
+                        f"{', '.join(manifests.values())}:\n  "
                         + "\n  ".join(report.lines(ERROR))
                         + f"\nthe full report: {failed} (or run: speechkit data check "
                         + " ".join(manifests.values()) + f"); what each check means: {DOCS}; "
                         "to train anyway, pass --check_data False")
     save_report(report, cache)
     if report.warnings:
-        log(f"data check: {report.warnings} warning(s) (the report: {cache}):\n  " + "\n  ".join(report.lines()))
+        log(f"data check: {report.warnings} warning(s) (the report: {cache}):\n  "
+            + "\n  ".join(report.lines()))
     return report

@@ -127,7 +127,7 @@ def written_mixtures(data_folder: str) -> dict:
 
 def check_data(hparams: dict, paths: dict) -> None:
     """``speechkit data check`` of the manifests training reads (cached); DataError on errors."""
-    if not hparams.get("check_data", True):
+    if not hparams.get("check_data", False):  # a recipe opts in with check_data in its YAML
         return
     from speechkit.data.check import CheckOptions, check_before_training
 

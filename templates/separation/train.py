@@ -64,7 +64,8 @@ def datasets(hparams: dict, paths: dict) -> dict:
         sources = load_sources(paths["train"], rate, {"data_root": hparams["data_folder"]})
         out["train"] = DynamicMixtures(sources, hparams["train_mixtures_per_epoch"], speakers,
                                        int(hparams["segment_seconds"] * rate), hparams["level_range_db"],
-                                       seed=hparams["seed"], source_augmentation=hparams.get("source_augmentation"))
+                                       seed=hparams["seed"],
+                                       source_augmentation=hparams.get("source_augmentation"))
     for split in [split for split in paths if split != "train" or written]:  # valid, test (and test_engine)
         data = DynamicItemDataset.from_json(paths[split],
                                             replacements={"data_root": hparams["mixtures_folder"]})

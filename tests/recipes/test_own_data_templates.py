@@ -4,6 +4,7 @@ in."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -71,8 +72,8 @@ def test_speech_recognition_refuses_data_with_errors_naming_them(tmp_path):
     dest = copy_template("speech_recognition", tmp_path / "my_asr")
     args = ["hparams/train.yaml", "--data_folder", str(data), *TINY_MODEL, "--debug", "--noprogressbar",
             "--lm_weight", "0", "--lm_checkpoint", "none"]
-    done = subprocess.run([sys.executable, "train.py", *args], cwd=dest / "ASR", capture_output=True, text=True,
-                          timeout=300, env={"OMP_NUM_THREADS": "1", **__import__("os").environ})
+    done = subprocess.run([sys.executable, "train.py", *args], cwd=dest / "ASR", capture_output=True,
+                          text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert done.returncode != 0
     assert f"error: empty transcript [train] 1 item(s): {first}: the text is empty" in done.stderr
     assert "--check_data False" in done.stderr
@@ -87,7 +88,8 @@ def test_a_folder_with_other_manifests_is_refused_not_built_into(tmp_path):
                                         r"test.json.*speechkit data\s+import"):
         prepare.prepare_data(str(folder), corpus_size="tiny")
     (folder / "train.json").write_text("{}")
-    with pytest.raises(DataError, match=r"holds train.json, train-clean-100.json but not valid.json, test.json"):
+    with pytest.raises(DataError, match=r"holds train.json, train-clean-100.json but not valid.json, "
+                                        r"test.json"):
         prepare.prepare_data(str(folder), corpus_size="tiny")
     assert sorted(p.name for p in folder.iterdir()) == ["train-clean-100.json", "train.json"]
 
@@ -95,7 +97,8 @@ def test_a_folder_with_other_manifests_is_refused_not_built_into(tmp_path):
 def test_separation_trains_on_imported_librimix(tmp_path):
     source = layouts.librimix(tmp_path / "Libri2Mix" / "wav8k" / "min")
     data = tmp_path / "libri2mix"
-    assert speechkit_main(["data", "import", "librimix", str(source), "--dest", str(data), "--no-progress"]) == 0
+    assert speechkit_main(["data", "import", "librimix", str(source), "--dest", str(data),
+                           "--no-progress"]) == 0
     dest = copy_template("separation", tmp_path / "my_separation")
     output = dest / "results" / "own"
     run_script(dest / "train.py", separation_args(data, output), timeout=600)

@@ -227,7 +227,8 @@ def write_import(utterances: Iterable[Utterance], dest: str, *, source: str, lay
                   "speakers": speakers}
     elif len(with_split) != len(utterances):
         missing = next(u for u in utterances if u.split is None)
-        raise ManifestError(f"{missing.where or source}: id {missing.id!r} belongs to no split while others do")
+        raise ManifestError(f"{missing.where or source}: id {missing.id!r} belongs to no split while others "
+                            "do")
     manifests: dict = {split: {} for split in SPLITS}
     for done, utterance in enumerate(utterances, start=1):
         if utterance.split not in manifests:

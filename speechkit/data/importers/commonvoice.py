@@ -41,7 +41,8 @@ def read_tsv(path: str, split: Any, clips: str) -> list:
             if not values or values == [""]:
                 continue
             if len(values) != len(header):
-                raise ManifestError(f"{where}: expected {len(header)} tab-separated fields, got {len(values)}")
+                raise ManifestError(f"{where}: expected {len(header)} tab-separated fields, got "
+                                    f"{len(values)}")
             relative = values[index["path"]].strip()
             data_id = os.path.splitext(os.path.basename(relative))[0]
             if not data_id:

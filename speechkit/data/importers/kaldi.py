@@ -60,9 +60,9 @@ def read_directory(folder: str, split: Optional[str], audio_root: str) -> list:
     for recording, (command, line) in recordings.items():
         where = f"{scp}, line {line}"
         if command.rstrip().endswith("|"):
-            raise ManifestError(f"{where}: recording {recording!r} is a piped command ({command!r}); speechkit "
-                                "reads audio files only and never runs commands from a data file: run it once "
-                                f"to write a file, and list that file ({DOCS})")
+            raise ManifestError(f"{where}: recording {recording!r} is a piped command ({command!r}); "
+                                "speechkit reads audio files only and never runs commands from a data file: "
+                                f"run it once to write a file, and list that file ({DOCS})")
         files[recording] = (resolve_inside(audio_root, command.strip(), where), where)
     utterances = []
     ids = segments if segments else recordings
@@ -75,16 +75,19 @@ def read_directory(folder: str, split: Optional[str], audio_root: str) -> list:
             try:
                 first, last = float(start), float(end)
             except ValueError:
-                raise ManifestError(f"{where}: start and end must be seconds, got {start!r} {end!r}") from None
+                raise ManifestError(f"{where}: start and end must be seconds, got {start!r} "
+                                    f"{end!r}") from None
             if not 0.0 <= first < last:
-                raise ManifestError(f"{where}: segment {data_id!r} needs 0 <= start < end, got {first} {last}")
+                raise ManifestError(f"{where}: segment {data_id!r} needs 0 <= start < end, got {first} "
+                                    f"{last}")
             path = files[recording][0]
             wav: Any = {"file": path, "start": first, "stop": last, "unit": "seconds"}
         else:
             path, where = files[data_id]
             wav = path
         if data_id not in texts:
-            raise ManifestError(f"{where}: utterance {data_id!r} has no line in {os.path.join(folder, 'text')}")
+            raise ManifestError(f"{where}: utterance {data_id!r} has no line in "
+                                f"{os.path.join(folder, 'text')}")
         if data_id not in speakers:
             raise ManifestError(f"{where}: utterance {data_id!r} has no line in "
                                 f"{os.path.join(folder, 'utt2spk')}")

@@ -13,20 +13,11 @@ Example::
 from __future__ import annotations
 
 import os
-from typing import Any, Optional, Sequence
+from typing import Any, Optional
 
 from speechkit.data.importers.base import DOCS, SPLITS, Utterance, is_regular_file
-from speechkit.data.librispeech import _transcripts, find_splits, read_split
+from speechkit.data.librispeech import _transcripts, find_splits, read_split, template_groups
 from speechkit.errors import ManifestError
-
-
-def default_groups(available: Sequence[str]) -> dict:
-    """``{template split: [LibriSpeech split folders]}`` by the usual names."""
-    def pick(prefix: str, preferred: str) -> list:
-        return [preferred] if preferred in available else [s for s in available if s.startswith(prefix)]
-
-    return {"train": [s for s in available if s.startswith("train")], "valid": pick("dev", "dev-clean"),
-            "test": pick("test", "test-clean")}
 
 
 def read(source: str, *, train: Optional[list] = None, valid: Optional[list] = None,
@@ -39,7 +30,7 @@ def read(source: str, *, train: Optional[list] = None, valid: Optional[list] = N
     if not available:
         raise ManifestError(f"{source}: no <speaker>/<chapter>/*.trans.txt files, nor split folders holding "
                             f"them ({DOCS})")
-    groups = default_groups(available)
+    groups = template_groups(available)
     for split, chosen in (("train", train), ("valid", valid), ("test", test)):
         if chosen:
             groups[split] = list(chosen)

@@ -112,8 +112,9 @@ def read(source: str, *, audio_root: Optional[str] = None, path_column: str = "p
                 raise ManifestError(f"{source}: two tables for the {split} split: {tables[split]} and {name}")
             tables[split] = name
     if set(tables) != {"train", "valid", "test"}:
-        raise ManifestError(f"{source}: expected train, valid (or dev) and test tables (.csv, .tsv or .jsonl), "
-                            f"found {sorted(tables.values()) or 'none'}; or give one table as SRC ({DOCS})")
+        raise ManifestError(f"{source}: expected train, valid (or dev) and test tables (.csv, .tsv or "
+                            f".jsonl), found {sorted(tables.values()) or 'none'}; or give one table as SRC "
+                            f"({DOCS})")
     root = audio_root or source
     return [u for split, name in tables.items()
             for u in read_table(os.path.join(source, name), split, root, **columns)]

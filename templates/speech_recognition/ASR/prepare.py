@@ -61,45 +61,28 @@ def engine_split(data_folder: str) -> dict:
     return {ENGINE_SPLIT: path} if os.path.isfile(path) else {}
 
 
+def written_by_corpus(path: str) -> bool:
+    """Whether the manifest at ``path`` is one of the built-in corpus' (its rows name a ``voice``): the
+    remains of an interrupted build, which building again completes."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            rows = json.load(handle)
+        return isinstance(rows, dict) and all(isinstance(row, dict) and "voice" in row
+                                              for row in rows.values())
+    except (OSError, ValueError):
+        return False
+
+
 def refuse_partial_folder(data_folder: str, manifests: dict) -> None:
-    """Raise DataError when ``data_folder`` holds manifests but not the three the template reads: the user
-    meant their own data, and building the synthetic corpus there would be a surprise."""
+    """Raise DataError when ``data_folder`` holds manifests of other data but not the three the template
+    reads: the user meant their own data, and building the synthetic corpus there would be a surprise."""
     if not os.path.isdir(data_folder):
         return
     present = [os.path.basename(path) for path in manifests.values() if os.path.isfile(path)]
     others = sorted(name for name in os.listdir(data_folder) if name.endswith((".json", ".csv", ".jsonl"))
                     and name not in present and name not in ("corpus.json", "split.json"))
-    if present or others:
-        missing = [os.path.basename(path) for path in manifests.values() if not os.path.isfile(path)]
-        raise DataError(f"{data_folder} holds {', '.join(present + others)} but not {', '.join(missing)}: a "
-                        "folder of your own data needs train.json, valid.json and test.json (speechkit data "
-                        "import writes them: docs/data.md#bring-your-own-data); no corpus is built there")
-
-
-def refuse_partial_folder(data_folder: str, manifests: dict) -> None:
-    """Raise DataError when ``data_folder`` holds manifests but not the three the template reads: the user
-    meant their own data, and building the synthetic corpus there would be a surprise."""
-    if not os.path.isdir(data_folder):
-        return
-    present = [os.path.basename(path) for path in manifests.values() if os.path.isfile(path)]
-    others = sorted(name for name in os.listdir(data_folder) if name.endswith((".json", ".csv", ".jsonl"))
-                    and name not in present and name not in ("corpus.json", "split.json"))
-    if present or others:
-        missing = [os.path.basename(path) for path in manifests.values() if not os.path.isfile(path)]
-        raise DataError(f"{data_folder} holds {', '.join(present + others)} but not {', '.join(missing)}: a "
-                        "folder of your own data needs train.json, valid.json and test.json (speechkit data "
-                        "import writes them: docs/data.md#bring-your-own-data); no corpus is built there")
-
-
-def refuse_partial_folder(data_folder: str, manifests: dict) -> None:
-    """Raise DataError when ``data_folder`` holds manifests but not the three the template reads: the user
-    meant their own data, and building the synthetic corpus there would be a surprise."""
-    if not os.path.isdir(data_folder):
-        return
-    present = [os.path.basename(path) for path in manifests.values() if os.path.isfile(path)]
-    others = sorted(name for name in os.listdir(data_folder) if name.endswith((".json", ".csv", ".jsonl"))
-                    and name not in present and name not in ("corpus.json", "split.json"))
-    if present or others:
+    own = [name for name in present if not written_by_corpus(os.path.join(data_folder, name))]
+    if own or others:
         missing = [os.path.basename(path) for path in manifests.values() if not os.path.isfile(path)]
         raise DataError(f"{data_folder} holds {', '.join(present + others)} but not {', '.join(missing)}: a "
                         "folder of your own data needs train.json, valid.json and test.json (speechkit data "
@@ -126,8 +109,6 @@ def prepare_data(data_folder: str, corpus_size: Optional[str] = "small", seed: i
         warn_if_other_size(data_folder, corpus_size)
         return {**manifests, **engine_split(data_folder)}
     refuse_partial_folder(data_folder, manifests)
-    refuse_partial_folder(data_folder, manifests)
-    refuse_partial_folder(data_folder, manifests)
     if corpus_size is None:
         missing = [path for path in manifests.values() if not os.path.isfile(path)]
         raise DataError(f"{data_folder}: manifests missing ({', '.join(missing)}) and corpus_size is null, "
@@ -149,12 +130,12 @@ def prepare_manifests(hparams: dict, build: bool = True) -> dict:
     recipes replace with ``data_folder``."""
     size = hparams.get("corpus_size") if build and not hparams.get("skip_prep", False) else None
     manifests = prepare_data(hparams["data_folder"], corpus_size=size)
-    if build and hparams.get("check_data", True):
+    if build and hparams.get("check_data", False):  # a recipe opts in with check_data in its YAML
         from speechkit.data.check import CheckOptions, check_before_training
 
         rate = hparams.get("sample_rate") or (hparams.get("model") or {}).get("sample_rate")
         check_before_training({split: manifests[split] for split in SPLITS},
                               os.path.join(hparams["output_folder"], "data_check"),
-                              CheckOptions(sample_rate=rate), replacements={"data_root": hparams["data_folder"]},
-                              log=logger.warning)
+                              CheckOptions(sample_rate=rate),
+                              replacements={"data_root": hparams["data_folder"]}, log=logger.warning)
     return manifests

@@ -36,7 +36,8 @@ def clean(tmp_path) -> dict:
     for n in range(9):
         split = ("train", "train", "train", "train", "train", "valid", "valid", "test", "test")[n]
         path = tone(tmp_path / f"u{n}.wav", 1.0 + 0.1 * n, 16000, seed=n)
-        splits[split][f"u{n}"] = row(path, "word " * (2 + n // 5), speaker=f"s{min(n, 5) if n < 7 else 6 + n}")
+        speaker = f"s{min(n, 5) if n < 7 else 6 + n}"
+        splits[split][f"u{n}"] = row(path, "word " * (2 + n // 5), speaker=speaker)
     return write(tmp_path, splits)
 
 

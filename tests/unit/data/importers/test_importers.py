@@ -143,8 +143,8 @@ def test_commonvoice_missing_column_and_short_row_name_file_and_line(tmp_path):
 def test_missing_audio_names_the_id_and_path(tmp_path):
     source = layouts.commonvoice(tmp_path / "cv")
     (source / "clips" / "common_voice_en_19000005.mp3").unlink()
-    with pytest.raises(ManifestError, match=r"test.tsv, line 2: id 'common_voice_en_19000005': audio file not "
-                                            r"found: .*common_voice_en_19000005.mp3"):
+    with pytest.raises(ManifestError, match=r"test.tsv, line 2: id 'common_voice_en_19000005': audio file "
+                                            r"not found: .*common_voice_en_19000005.mp3"):
         import_corpus("commonvoice", str(source), str(tmp_path / "out"))
 
 
@@ -154,7 +154,8 @@ def test_paths_escaping_the_source_are_refused(tmp_path, bad_path):
     table = layouts.table(tmp_path / "meta", "csv")
     with open(table, "a") as handle:
         handle.write(f"{bad_path},text,reader0\n")
-    with pytest.raises(ManifestError, match=rf"metadata.csv, line 8: audio path '{bad_path}' leaves the source"):
+    with pytest.raises(ManifestError,
+                       match=rf"metadata.csv, line 8: audio path '{bad_path}' leaves the source"):
         import_corpus("csv", str(table), str(tmp_path / "out"), path_column="file")
 
 
