@@ -105,3 +105,24 @@ def test_separation_trains_on_imported_librimix(tmp_path):
     assert sorted(p.name for p in data.iterdir()) == ["test.json", "train.json", "valid.json"]
     report = (output / "separation_test.txt").read_text()
     assert "1089-134686-0000_121-121726-0014" in report
+
+
+def test_separation_mixes_imported_single_speaker_recordings(tmp_path):
+    """A VoxCeleb-style tree (speakers in ``speaker``, not ``spk``): the template writes valid and test
+    mixtures of its valid and test speakers and mixes the training speakers anew."""
+    for s in range(8):
+        for v in range(2):
+            layouts.tone(tmp_path / "vox" / "wav" / f"id1000{s}" / "1zcIwhmdeo4" / f"{v + 1:05d}.wav", 0.8,
+                         16000, seed=s * 2 + v)
+    data = tmp_path / "vox-data"
+    assert speechkit_main(["data", "import", "voxceleb", str(tmp_path / "vox"), "--dest", str(data),
+                           "--valid-fraction", "0.25", "--test-fraction", "0.25", "--no-progress"]) == 0
+    dest = copy_template("separation", tmp_path / "my_separation")
+    output = dest / "results" / "own"
+    mixtures_folder = str(tmp_path / "mixtures")
+    args = separation_args(data, output, "--corpus_size", "null", "--mixtures_folder", mixtures_folder)
+    run_script(dest / "train.py", args, timeout=600)
+    test_speakers = {row["speaker"] for row in json.loads((data / "test.json").read_text()).values()}
+    mixtures = json.loads((tmp_path / "mixtures" / "test.json").read_text())
+    assert mixtures and all({m["s1_spk"], m["s2_spk"]} == test_speakers for m in mixtures.values())
+    assert (output / "separation_test.txt").is_file()
