@@ -146,3 +146,21 @@ def test_before_training_caches_clean_reports_and_refuses_errors(clean, tmp_path
     with pytest.raises(DataError, match=r"error: unreadable \[train\] 1 item\(s\): u0: wav .*u0.wav"):
         check_before_training(clean, str(cache), CheckOptions(sample_rate=8000))
     assert (cache / "data_check-errors.json").is_file()
+
+
+def test_tokenizer_alphabet_from_a_sentencepiece_model(tmp_path, clean, capsys):
+    from speechkit.commands.data_check import tokenizer_alphabet
+    from speechkit.tokenizers import SentencePieceTokenizer
+
+    tokenizer = SentencePieceTokenizer.train(["word word", "ward"] * 20, tmp_path / "tok", vocab_size=8,
+                                             model_type="char", model_name="chars")
+    model = str(tmp_path / "tok" / "chars.model")
+    assert tokenizer_alphabet(model) == frozenset("word a")  # the word-start mark is a space
+    assert tokenizer.vocab_size == 7  # unk and the characters w o r d a and the word start
+    rows = json.loads(Path(clean["train"]).read_text())
+    rows["u0"]["text"] = "wordy"
+    path = tmp_path / "train-y.json"
+    path.write_text(json.dumps(rows))
+    assert speechkit_main(["data", "check", str(path), "--tokenizer", model, "--json"]) == 1
+    found = json.loads(capsys.readouterr().out)["findings"]
+    assert [(f["check"], f["id"], f["detail"]) for f in found] == [("outside alphabet", "u0", "'y' x1")]
