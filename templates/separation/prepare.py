@@ -85,7 +85,7 @@ def speaker_rows(corpus_manifest: str) -> dict:
         raise DataError(f"{corpus_manifest}: expected a JSON object of utterances")
     for utt_id, row in rows.items():
         if not isinstance(row, dict) or ("spk" not in row and "speaker" not in row):
-            raise DataError(f"{corpus_manifest}: item {utt_id!r} has no 'speaker' (or 'spk') field")
+            raise DataError(f"{corpus_manifest}: item {utt_id!r} has no 'spk' (or 'speaker') field")
         # A corpus built before its manifests named speakers has the voice as spk (and no voice field);
         # imported manifests (speechkit data import) name the speaker 'speaker'.
         row["voice"] = row.get("voice", row.get("spk", row.get("speaker")))
