@@ -362,7 +362,7 @@ def characters_outside(texts: Iterable, alphabet: frozenset) -> tuple:
         examples: dict = defaultdict(list)
         for data_id, text in texts:
             for char in text:
-                if char not in alphabet:
+                if char not in alphabet and not char.isspace():  # spaces are word boundaries, not tokens
                     counts[char] += 1
                     if data_id not in examples[char]:
                         examples[char].append(data_id)
@@ -382,7 +382,7 @@ def _check_text(loaded: Mapping, options: CheckOptions, findings: list, summary:
             continue
         summary[split]["outside_alphabet"] = dict(sorted(counts.items(), key=lambda item: -item[1]))
         for data_id, text in texts:
-            outside = sorted({char for char in text if char not in allowed})
+            outside = sorted({char for char in text if char not in allowed and not char.isspace()})
             if outside:
                 findings.append(Finding(ERROR, "outside alphabet", split, data_id,
                                         ", ".join(f"{char!r} x{text.count(char)}" for char in outside)))
