@@ -6,7 +6,11 @@ Layout::
     DATA/train-clean-100/<speaker>/<chapter>/<speaker>-<chapter>.trans.txt   # "<utt id> WORDS ..." per line
 
 Every split becomes ``SAVE/<split>.json``: ``{id: {"wav", "duration", "spk", "chapter", "text"}}``, the same
-fields as the built-in corpus, so recipes read either. Durations come from FLAC headers.
+fields as the built-in corpus, so recipes read either. Durations come from FLAC headers. When the splits
+prepared include a ``train-*``, a ``dev-*`` and a ``test-*`` folder, ``SAVE/train.json``, ``valid.json`` and
+``test.json`` are written too (every ``train-*``; ``dev-clean`` and ``test-clean`` when prepared, else every
+``dev-*``/``test-*``): the names the templates read. ``speechkit data import librispeech`` writes those
+alone, with ``speaker``, rate and channels (docs/data.md, "Bring your own data").
 
 Example::
 
@@ -55,6 +59,36 @@ def _transcripts(split_folder: str) -> list:
                                            if name.endswith(TRANSCRIPT_SUFFIX))
                          if is_regular_file(path))  # a FIFO would block the read for ever
     return found
+
+
+def template_groups(splits: Sequence[str]) -> dict:
+    """``{"train": [...], "valid": [...], "test": [...]}``: the LibriSpeech split folders behind each of the
+    templates' names (every ``train-*``; ``dev-clean``/``test-clean`` when present, else every
+    ``dev-*``/``test-*``); a name without folders gets ``[]``."""
+    def pick(prefix: str, preferred: str) -> list:
+        return [preferred] if preferred in splits else [s for s in splits if s.startswith(prefix)]
+
+    return {"train": [s for s in splits if s.startswith("train")], "valid": pick("dev", "dev-clean"),
+            "test": pick("test", "test-clean")}
+
+
+def write_template_manifests(written: dict, save_folder: str) -> dict:
+    """Merge the prepared split manifests into ``train.json``, ``valid.json``, ``test.json`` (when every one
+    of the three has a split folder and none of the folders is itself named so); returns ``{name: path}``."""
+    import json
+
+    groups = template_groups(sorted(written))
+    if not all(groups.values()) or set(written) & set(groups):
+        return {}
+    out = {}
+    for name, splits in groups.items():
+        rows: dict = {}
+        for split in splits:
+            with open(written[split], encoding="utf-8") as handle:
+                rows.update(json.load(handle))
+        out[name] = os.path.join(save_folder, f"{name}.json")
+        write_json_manifest(rows, out[name])
+    return out
 
 
 def read_split(split_folder: str, *, ext: str = "flac") -> dict:
@@ -152,7 +186,7 @@ def prepare_librispeech(data_folder: str, save_folder: str, splits: Optional[Seq
             manifest[data_id] = {"wav": wav, "duration": duration, "spk": row["spk"],
                                  "chapter": row["chapter"], "text": row["text"]}
         write_json_manifest(manifest, destination)
-    return written
+    return {**written, **write_template_manifests(written, save_folder)}
 
 
 # -- command line -----------------------------------------------------------------------------------------

@@ -288,3 +288,47 @@ class DynamicMixtures(torch.utils.data.Dataset):
         item = {"id": f"dm-{self.epoch}-{index:07d}", "mix_sig": mixture}
         item.update({f"s{k + 1}_sig": sources[k] for k in range(self.num_speakers)})
         return item
+
+
+
+def mixture_crop(keys: Sequence[str], segment_samples: int, seed: int = 0, policy=None):
+    """A dynamic item reading a written mixture and its sources cropped to one window of ``segment_samples``
+    (the same window in every file; its start drawn from ``(seed, id)``, so an item is always the same).
+
+    Training on written mixtures (LibriMix, WHAM!) this way keeps batches as short as dynamic mixing does.
+    Takes ``id`` and ``<key>_wav`` per key; provides ``<key>_sig`` (time,) per key, one channel.
+    ``policy`` (an :class:`~speechkit.data.audio_policy.AudioPolicy`) is the model's rate and channels: a
+    file at that rate is read in its window alone; one at another rate is converted whole, then cropped (or
+    refused by a non-converting policy), so no file is read as if its rate matched.
+
+    Example:
+        >>> dataset.add_dynamic_item(mixture_crop(["mix", "s1", "s2"], 16000, seed=1))  # doctest: +SKIP
+    """
+    import zlib
+
+    from speechkit.data.pipeline import DynamicItem
+
+    if isinstance(segment_samples, bool) or not isinstance(segment_samples, int) or segment_samples < 1:
+        raise DataError(f"segment_samples must be a whole number >= 1, got {segment_samples!r}")
+
+    def rate_of(path: Any) -> int:
+        return audio.info(path["file"] if isinstance(path, Mapping) else path).sample_rate
+
+    def read_cropped(data_id: str, *paths: Any):
+        first = audio.info(paths[0]["file"] if isinstance(paths[0], Mapping) else paths[0])
+        rate = first.sample_rate if policy is None else policy.sample_rate
+        frames = round(first.frames * rate / first.sample_rate)
+        room = max(0, frames - segment_samples)
+        start = int(np.random.default_rng([seed, zlib.crc32(data_id.encode())]).integers(room + 1))
+        waves = []
+        for path in paths:
+            if policy is None or rate_of(path) == rate:  # the window alone, at the model's rate
+                wave = audio.read(path, start, start + segment_samples)
+                wave = policy.apply(wave, rate, str(path)) if policy is not None else (
+                    wave.mean(dim=1) if wave.dim() == 2 else wave)
+            else:  # converted whole, then the same window in the model's samples
+                wave = policy.read(path)[start:start + segment_samples]
+            waves.append(wave)
+        return tuple(waves) if len(waves) > 1 else waves[0]
+
+    return DynamicItem(read_cropped, ["id"] + [f"{key}_wav" for key in keys], [f"{key}_sig" for key in keys])

@@ -12,6 +12,14 @@ the warps ``kal``, ``kal-lo``...; the variant behind the eSpeak accents ``espeak
 and the voice as ``voice``. Any corpus with ``{split}.json`` manifests carrying ``wav`` and ``spk`` fields
 works: point ``data_folder`` at it and set ``corpus_size: null`` (its ``spk`` values are kept as they are).
 
+Your own mixtures: a ``data_folder`` holding ``train.json``, ``valid.json`` and ``test.json`` whose rows
+carry ``mix_wav``, ``s1_wav``, ``s2_wav`` (what ``speechkit data import librimix`` writes, docs/data.md) is
+used as it is: no corpus is built, no mixture written, and training reads the written training mixtures
+(cropped to ``segment_seconds``) instead of mixing anew.
+
+Before training the manifests go through ``speechkit data check`` (cached in ``<output_folder>/data_check``;
+``--check_data False`` skips it); errors stop the run with the report's lines.
+
 Example:
     >>> paths = prepare_manifests(hparams)  # doctest: +SKIP
     >>> sorted(paths)  # doctest: +SKIP
@@ -76,10 +84,11 @@ def speaker_rows(corpus_manifest: str) -> dict:
     if not isinstance(rows, dict):
         raise DataError(f"{corpus_manifest}: expected a JSON object of utterances")
     for utt_id, row in rows.items():
-        if not isinstance(row, dict) or "spk" not in row:
-            raise DataError(f"{corpus_manifest}: item {utt_id!r} has no 'spk' field (the speaker)")
-        # A corpus built before its manifests named speakers has the voice as spk (and no voice field).
-        row["voice"] = row.get("voice", row["spk"])
+        if not isinstance(row, dict) or ("spk" not in row and "speaker" not in row):
+            raise DataError(f"{corpus_manifest}: item {utt_id!r} has no 'spk' (or 'speaker') field")
+        # A corpus built before its manifests named speakers has the voice as spk (and no voice field);
+        # imported manifests (speechkit data import) name the speaker 'speaker'.
+        row["voice"] = row.get("voice", row.get("spk", row.get("speaker")))
         row["spk"] = speaker_of(str(row["voice"]))
     return rows
 
@@ -105,6 +114,29 @@ def write_engine_sources(test_corpus_manifest: str, engine_corpus_manifest: str,
     return sorted({row["spk"] for row in engine_rows.values()})
 
 
+def written_mixtures(data_folder: str) -> dict:
+    """``{split: path}`` when ``data_folder`` holds train/valid/test.json of written mixtures (rows with
+    ``mix_wav``, as ``speechkit data import librimix`` writes them), else ``{}``."""
+    paths = {split: os.path.join(data_folder, f"{split}.json") for split in SPLITS}
+    if not all(os.path.isfile(path) for path in paths.values()):
+        return {}
+    with open(paths["train"], encoding="utf-8") as handle:
+        rows = json.load(handle)
+    first = next(iter(rows.values()), None) if isinstance(rows, dict) else None
+    return paths if isinstance(first, dict) and "mix_wav" in first else {}
+
+
+def check_data(hparams: dict, paths: dict) -> None:
+    """``speechkit data check`` of the manifests training reads (cached); DataError on errors."""
+    if not hparams.get("check_data", False):  # a recipe opts in with check_data in its YAML
+        return
+    from speechkit.data.check import CheckOptions, check_before_training
+
+    check_before_training(paths, os.path.join(hparams["output_folder"], "data_check"),
+                          CheckOptions(sample_rate=hparams["sample_rate"]),
+                          replacements={"data_root": hparams["mixtures_folder"]})
+
+
 def prepare_manifests(hparams: dict, build: bool = True) -> dict:
     """``{"train": training sources by speaker, "valid": mixtures, "test": mixtures}``, plus
     ``"test_engine"`` mixtures with ``held_out_engine``; with ``build`` (on the main process), create what is
@@ -114,6 +146,11 @@ def prepare_manifests(hparams: dict, build: bool = True) -> dict:
     sources = {split: os.path.join(mixtures, f"sources-{split}.json") for split in splits}
     paths = {"train": sources["train"],
              **{split: os.path.join(mixtures, f"{split}.json") for split in splits if split != "train"}}
+    own = written_mixtures(corpus)
+    if own:
+        if build:
+            check_data(hparams, own)
+        return own
     if not build:
         return paths
     build_corpus_if_missing(hparams)
@@ -132,4 +169,5 @@ def prepare_manifests(hparams: dict, build: bool = True) -> dict:
                            level_range_db=hparams["level_range_db"], seed=hparams["seed"],
                            replacements={"data_root": corpus},
                            anchor_speakers=anchors if split == ENGINE_SPLIT else None)
+    check_data(hparams, {split: paths[split] for split in SPLITS if split != "train"})
     return paths

@@ -18,7 +18,7 @@ import torch
 import speechkit
 from speechkit.data import DynamicItemDataset
 from speechkit.data.audio_policy import AudioPolicy
-from speechkit.data.mixtures import DynamicMixtures, load_sources
+from speechkit.data.mixtures import DynamicMixtures, load_sources, mixture_crop
 from speechkit.metrics import SeparationStats
 from speechkit.nn import apply_permutation, pit_si_snr_loss
 from speechkit.recipe import fit_and_evaluate, sibling_module, start
@@ -59,18 +59,24 @@ class Separation(speechkit.Brain):
 def datasets(hparams: dict, paths: dict) -> dict:
     """Dynamic training mixtures, and the written valid/test mixtures read at the model's rate."""
     rate, speakers = hparams["sample_rate"], hparams["num_speakers"]
-    sources = load_sources(paths["train"], rate, {"data_root": hparams["data_folder"]})
-    out = {"train": DynamicMixtures(sources, hparams["train_mixtures_per_epoch"], speakers,
-                                    int(hparams["segment_seconds"] * rate), hparams["level_range_db"],
-                                    seed=hparams["seed"],
-                                    source_augmentation=hparams.get("source_augmentation"))}
     keys = ["mix"] + [f"s{k + 1}" for k in range(speakers)]
     read = AudioPolicy(rate)  # as the interface reads files: mono at the model's rate (docs/data.md)
-    for split in [split for split in paths if split != "train"]:  # valid, test (and test_engine)
+    out, written = {}, prepare.written_mixtures(hparams["data_folder"])
+    if not written:  # sources by speaker: new mixtures every epoch
+        sources = load_sources(paths["train"], rate, {"data_root": hparams["data_folder"]})
+        out["train"] = DynamicMixtures(sources, hparams["train_mixtures_per_epoch"], speakers,
+                                       int(hparams["segment_seconds"] * rate), hparams["level_range_db"],
+                                       seed=hparams["seed"],
+                                       source_augmentation=hparams.get("source_augmentation"))
+    for split in [split for split in paths if split != "train" or written]:  # valid, test (and test_engine)
         data = DynamicItemDataset.from_json(paths[split],
                                             replacements={"data_root": hparams["mixtures_folder"]})
-        for key in keys:
-            data.add_dynamic_item(read, takes=[f"{key}_wav"], provides=f"{key}_sig")
+        if split == "train":  # your own written mixtures: the same crop of every file
+            crop = int(hparams["segment_seconds"] * rate)
+            data.add_dynamic_item(mixture_crop(keys, crop, hparams["seed"], policy=read))
+        else:
+            for key in keys:
+                data.add_dynamic_item(read, takes=[f"{key}_wav"], provides=f"{key}_sig")
         data.set_output_keys(["id"] + [f"{key}_sig" for key in keys])
         out[split] = data
     return out

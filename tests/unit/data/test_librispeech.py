@@ -10,6 +10,7 @@ from speechkit import cli
 from speechkit.data import audio
 from speechkit.data.dataset import DynamicItemDataset
 from speechkit.data.librispeech import find_splits, prepare_librispeech, read_split
+from speechkit.data.manifest import load_json_manifest
 from speechkit.errors import ManifestError
 
 UTTERANCES = {  # split -> speaker -> chapter -> [(utterance number, words, samples)]
@@ -99,3 +100,15 @@ def test_command_line(tmp_path, capsys):
     assert json.loads((tmp_path / "m" / "dev-clean.json").read_text())["174-50561-0005"]["spk"] == "174"
     assert cli.main(["prepare-librispeech", str(tmp_path / "nowhere"), "--dest", str(tmp_path / "m")]) == 1
     assert "not found" in capsys.readouterr().err
+
+
+def test_prepare_also_writes_the_names_the_templates_read(tmp_path):
+    from tests.unit.data.importers.layouts import librispeech
+
+    root = librispeech(tmp_path / "LibriSpeech")
+    written = prepare_librispeech(str(root), str(tmp_path / "out"), placeholder="data_root")
+    assert sorted(written) == ["dev-clean", "test", "test-clean", "train", "train-clean-100", "valid"]
+    train = load_json_manifest(written["train"], {"data_root": str(root)})
+    assert train == load_json_manifest(written["train-clean-100"], {"data_root": str(root)})
+    assert sorted(load_json_manifest(written["valid"], {"data_root": str(root)})) == ["1272-1240-0000",
+                                                                                       "1272-1240-0001"]
