@@ -32,7 +32,7 @@ class ServeLimitsDefaults:
     max_header_bytes = 64 * 1024
     max_connections = 256
     max_streams = 32
-    max_stream_buffer_bytes = 16 * 1024 * 1024
+    max_stream_buffer_bytes = 16_000_000
     stream_max_s = 600.0
 
 

@@ -47,7 +47,7 @@ class ServeLimits:
     max_header_bytes: int = 64 * 1024
     max_connections: int = 256
     max_streams: int = 32
-    max_stream_buffer_bytes: int = 16 * 1024 * 1024
+    max_stream_buffer_bytes: int = 16_000_000
     stream_max_s: float = 600.0
     max_batch_seconds: float = 64.0
     max_batch_items: int = 8
