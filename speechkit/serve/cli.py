@@ -84,7 +84,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="Most requests in one batch (1 serves one request at a time; default 8 suits a "
                              "CPU, raise it on a GPU).")
     parser.add_argument("--max-wait-ms", type=float, default=10.0,
-                        help="How long a batch's first request waits for others.")
+                        help="How long a batch waits for more requests when others are queued (a request "
+                             "alone never waits).")
     parser.add_argument("--queue-size", type=int, default=64,
                         help="Requests waiting per model beyond which new ones get 503.")
     parser.add_argument("--partial-every-s", type=float, default=0.25,

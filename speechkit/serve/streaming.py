@@ -99,7 +99,9 @@ class InterfaceRecognizer:
         return _as_result(await asyncio.to_thread(self.stream.accept, chunk))
 
     async def finish(self) -> dict:
-        return _as_result(await asyncio.to_thread(self.stream.finish)) or {"text": "", "tokens": []}
+        final = _as_result(await asyncio.to_thread(self.stream.finish)) or {"text": "", "tokens": []}
+        tokens = getattr(self.stream, "final_tokens", None)  # a streaming object that keeps its final ids
+        return {**final, "tokens": list(tokens)} if tokens is not None else final
 
 
 def recognizer_factory(interface, transcribe, limits: ServeLimits) -> Callable[[int], Any]:

@@ -127,6 +127,7 @@ def test_a_streaming_model_is_served_chunk_by_chunk_and_ends_on_the_offline_tran
     soundfile.write(buffer, waveform, 16000, format="WAV", subtype="FLOAT")
     status, answer = request_json(f"{server.url}/v1/models/live/transcribe", buffer.getvalue())
     assert status == 200 and messages[-1]["type"] == "final" and messages[-1]["text"] == answer["text"]
+    assert messages[-1]["tokens"] == answer["tokens"]  # the final carries its token ids, as /transcribe
     # At another rate the model would hear chunk-wise resampled audio: it is decoded again instead.
     resampled = stream(server, waveform[:8000], rate=8000, chunk=800, model="live")
     assert resampled[0]["recognizer"] == "redecoding"
@@ -151,3 +152,4 @@ def test_the_onnx_backend_serves_the_same_transcripts_and_streams(server, folder
         assert status == 200 and answer["text"] == expected["text"]
         messages = stream(onnx_server, waveform, rate=16000, chunk=2400, model="live")
         assert messages[0]["recognizer"] == "incremental" and messages[-1]["text"] == expected["text"]
+        assert messages[-1]["tokens"] == expected["tokens"]
