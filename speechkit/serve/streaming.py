@@ -3,14 +3,16 @@ the end.
 
 The protocol (JSON text messages and binary audio, see docs/serve.md):
 
-1. the client may send ``{"type": "start", "sample_rate": 48000}`` first (default: the model's rate);
+1. the client may send ``{"type": "start", "sample_rate": 48000}`` first (default: the model's rate; with
+   ``"token": TOKEN`` when the server needs one and the handshake carried none);
 2. then binary messages, each little-endian float32 mono samples at that rate; the server answers
    ``{"type": "partial", "text": ..., "seconds": ...}`` whenever there is news;
 3. ``{"type": "end"}`` asks for ``{"type": "final", "text": ..., "tokens": [...], "seconds": ...}``; the
    server then closes the socket (code 1000).
 
 A malformed message gets ``{"type": "error", "message": ...}`` and the socket is closed with code 1007
-(bad data) or 1009 (too long).
+(bad data), 1009 (too much audio: ``--max-audio-seconds``, ``--max-stream-buffer-mb``) or 1008 (no or a
+wrong token), the message as the close frame's reason.
 
 The recognizer is the model's chunk-by-chunk recognizer (:class:`speechkit.streaming.StreamingASR`: its
 state carried from chunk to chunk, the final text the offline one) when the model streams (a causal front
