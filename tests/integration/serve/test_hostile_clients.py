@@ -182,8 +182,10 @@ def test_a_stream_at_an_odd_rate_is_refused(server):
 # --------------------------------------------------------------------------------- floods
 @pytest.fixture(scope="module")
 def tight(folders):
-    """A server with small caps on connections, streams, stream buffers, stream time and request heads."""
+    """A server with small caps on connections, streams, stream buffers, stream time and request heads; no
+    partials (each would re-decode the stream so far: the memory measured is what the streams hold)."""
     with ServerProcess([f"asr={folders['asr']}", "--max-streams", "3", "--max-stream-buffer-mb", "2",
+                        "--partial-every-s", "1000",
                         "--stream-max-s", "4", "--stream-idle-s", "3", "--max-connections", "12",
                         "--max-header-kb", "16", "--max-request-mb", "1"]) as process:
         yield process
@@ -266,7 +268,7 @@ def test_streams_holding_more_audio_than_the_buffer_are_closed_and_free_it(tight
         closes = list(pool.map(lambda _: stream_until_closed(tight, 40), range(3)))  # 120 MB unbounded
     grown = peak_rss_mb(tight) - before
     assert all(code == 1009 and "--max-stream-buffer-mb" in reason for code, reason in closes), closes
-    assert grown < 80, f"the server's peak memory grew by {grown:.0f} MB"
+    assert grown < 60, f"the server's peak memory grew by {grown:.0f} MB"  # held unbounded: 120 MB
 
 
 def test_a_stream_is_closed_after_its_total_time(tight):
