@@ -4,14 +4,20 @@ For the demo's recognizer (templates/speech_recognition: fbank, per-utterance no
 LSTM layers of 192 units, CTC head), the ``small`` Conv-TasNet (8 kHz) and the recipe's vocoder generator
 (``small`` iSTFT preset), all with random weights (speed does not depend on them): each model is exported
 (and checked against PyTorch, as ``speechkit export`` does), then every backend runs batches of 1 and 8 items
-of ``--seconds`` of audio on 1 and 2 threads. Printed: the real-time factor (compute time / audio time, lower
-is faster), the speed-up over eager, the parameter count, and the peak resident memory above the level before
-the measurement (sampled every millisecond; an allocator keeps memory it took for an earlier measurement,
-so later rows can read low).
+of ``--seconds`` of audio on 1 and 2 threads.
+
+On a shared machine one backend's measurement can fall in a quiet moment and the next one's in a busy one
+(single measurements gave 0.21x and 1.81x for the same pair): so the backends are timed interleaved (one
+run of each in turn, the order rotating, ``--repeats`` rounds after two warm-up runs each), and each
+backend's median is reported with its spread (the 25th to 75th percentile, relative to the median). The
+speed-up over eager is the ratio of medians. Printed first: the thread settings in force (torch's threads,
+OMP_NUM_THREADS, onnxruntime's intra- and inter-op threads and graph optimisation level). The peak resident
+memory above the level before is measured afterwards, per backend, over a few runs of its own (sampled every
+millisecond; an allocator keeps memory it took for an earlier measurement, so later rows can read low).
 
 Usage:
     python benchmarks/export.py                       # the three models, batch 1 and 8, 1 and 2 threads
-    python benchmarks/export.py --models recognizer --seconds 2 --repeats 2
+    python benchmarks/export.py --models recognizer --seconds 2 --repeats 30 --threads 1 --batches 1
 """
 from __future__ import annotations
 
@@ -25,13 +31,14 @@ import time
 import warnings
 from pathlib import Path
 
+import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from speechkit.export.convert import export_graph  # noqa: E402
 from speechkit.export.graphs import graph_specs  # noqa: E402
-from speechkit.pretrained.backends import load_graph  # noqa: E402
+from speechkit.pretrained.backends import ORT_OPTIMIZATION, load_graph  # noqa: E402
 
 MODELS = ("recognizer", "separator", "vocoder")
 
@@ -103,18 +110,29 @@ def _rss():
         return None
 
 
-def timed(run, inputs, repeats: int) -> tuple:
-    """(best seconds of ``repeats`` runs after two warm-up runs, peak MiB). TorchScript optimizes its graph
-    during its first runs."""
-    run(*inputs)
-    run(*inputs)
-    with PeakMemory() as memory:
-        best = float("inf")
-        for _ in range(repeats):
+def timed_interleaved(backends: dict, inputs, repeats: int) -> dict:
+    """name -> (median seconds, 25th percentile, 75th percentile) over ``repeats`` rounds, each round one
+    run of every backend in turn (the order rotating each round), after two warm-up runs of each
+    (TorchScript optimizes its graph during its first runs)."""
+    names = list(backends)
+    for name in names:
+        backends[name](*inputs)
+        backends[name](*inputs)
+    times = {name: [] for name in names}
+    for round_ in range(repeats):
+        for name in names[round_ % len(names):] + names[:round_ % len(names)]:
             start = time.perf_counter()
+            backends[name](*inputs)
+            times[name].append(time.perf_counter() - start)
+    return {name: tuple(float(q) for q in np.percentile(t, [50, 25, 75])) for name, t in times.items()}
+
+
+def peak_memory(run, inputs, runs: int = 3):
+    """Peak MiB above the level before, over ``runs`` runs."""
+    with PeakMemory() as memory:
+        for _ in range(runs):
             run(*inputs)
-            best = min(best, time.perf_counter() - start)
-    return best, memory.mib
+    return memory.mib
 
 
 def measure_model(name: str, args, folder: Path) -> list:
@@ -140,13 +158,13 @@ def measure_model(name: str, args, folder: Path) -> list:
                                                       spec.output_names),
                             "onnxruntime": load_graph(files["onnx"], "onnx", spec.input_names,
                                                       spec.output_names, threads=threads)}
-                eager_seconds = None
-                for backend, run in backends.items():
-                    seconds, mib = timed(run, (x, lengths), args.repeats)
-                    eager_seconds = eager_seconds or seconds
+                timings = timed_interleaved(backends, (x, lengths), args.repeats)
+                eager_seconds = timings["eager"][0]
+                for backend, (median, low, high) in timings.items():
                     rows.append(dict(model=f"{name} ({spec.name})", params=params, backend=backend,
-                                     threads=threads, batch=batch, rtf=seconds / audio,
-                                     speedup=eager_seconds / seconds, mib=mib))
+                                     threads=threads, batch=batch, rtf=median / audio,
+                                     spread=(low / median, high / median), speedup=eager_seconds / median,
+                                     mib=peak_memory(backends[backend], (x, lengths))))
     return rows
 
 
@@ -164,26 +182,33 @@ def main(argv=None) -> int:
     parser.add_argument("--batches", nargs="+", type=int, default=[1, 8])
     parser.add_argument("--threads", nargs="+", type=int, default=[1, 2])
     parser.add_argument("--seconds", type=float, default=4.0, help="Audio per item.")
-    parser.add_argument("--repeats", type=int, default=3, help="Timed runs per row (the best is kept).")
+    parser.add_argument("--repeats", type=int, default=30,
+                        help="Interleaved rounds per row (each backend's median is kept).")
     parser.add_argument("--tiny", action="store_true", help="Tiny models (a smoke test of the script).")
     args = parser.parse_args(argv)
     warnings.simplefilter("ignore")
     import onnxruntime
 
-    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores; torch "
-          f"{torch.__version__}, onnxruntime {onnxruntime.__version__}; {args.seconds:g} s of audio per "
-          f"item, best of {args.repeats}")
+    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, load average "
+          f"{os.getloadavg()[0]:.1f}; torch {torch.__version__}, onnxruntime {onnxruntime.__version__}; "
+          f"{args.seconds:g} s of audio per item, medians of {args.repeats} interleaved rounds")
+    print(f"threads: torch.set_num_threads(N) and onnxruntime intra_op_num_threads=N for each row's N, "
+          f"inter_op_num_threads=1, graph optimisation level {ORT_OPTIMIZATION}; OMP_NUM_THREADS="
+          f"{os.environ.get('OMP_NUM_THREADS', 'unset')}, torch inter-op threads "
+          f"{torch.get_num_interop_threads()}")
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.models:
             (Path(tmp) / name).mkdir()
             rows += measure_model(name, args, Path(tmp) / name)
-    print("| model | parameters | backend | threads | batch | RTF | speed-up vs eager | peak MiB |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| model | parameters | backend | threads | batch | RTF (median) | spread (p25-p75 / median) | "
+          "speed-up vs eager | peak MiB |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
         mib = "n/a" if r["mib"] is None else f"{r['mib']:.0f}"
         print(f"| {r['model']} | {r['params'] / 1e6:.2f} M | {r['backend']} | {r['threads']} | "
-              f"{r['batch']} | {r['rtf']:.4f} | {r['speedup']:.2f}x | {mib} |")
+              f"{r['batch']} | {r['rtf']:.4f} | {r['spread'][0]:.2f}-{r['spread'][1]:.2f} | "
+              f"{r['speedup']:.2f}x | {mib} |")
     return 0
 
 

@@ -44,6 +44,23 @@ def _as_rate(value: float, name: str) -> int:
     return int(value)
 
 
+def filter_bank_elements(orig_freq: int, new_freq: int, lowpass_filter_width: int = 6,
+                         rolloff: float = 0.99) -> int:
+    """How many coefficients (phases x taps) the filter bank of ``orig_freq -> new_freq`` holds: what a
+    conversion costs in memory before any sample is filtered (a caller facing untrusted rates checks it).
+
+    Example:
+        >>> filter_bank_elements(48000, 16000)
+        41
+        >>> filter_bank_elements(16001, 16000) > 2 ** 27
+        True
+    """
+    divisor = math.gcd(int(orig_freq), int(new_freq))
+    orig, new = int(orig_freq) // divisor, int(new_freq) // divisor
+    cutoff = min(orig, new) * rolloff / orig
+    return new * (orig + 2 * math.ceil(lowpass_filter_width / cutoff))
+
+
 def sinc_resample_kernel(orig_freq: int, new_freq: int, *, lowpass_filter_width: int = 6,
                          rolloff: float = 0.99, window: str = "hann", beta: Optional[float] = None,
                          dtype: torch.dtype = torch.float32, device: Optional[torch.device] = None) -> tuple:

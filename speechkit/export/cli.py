@@ -25,7 +25,8 @@ def run_export(args: argparse.Namespace, export_model) -> int:
     if args.model and (args.checkpoints or args.hparams):
         raise SpeechkitError("give either --model, or --checkpoints with --hparams, not both")
     if args.model:
-        folder = export_folder(args.model, args.output, formats=formats, force=args.force)
+        folder = export_folder(args.model, args.output, formats=formats, force=args.force,
+                               verify=not args.no_verify)
     elif args.checkpoints and args.hparams:
         staging = pathlib.Path(tempfile.mkdtemp(prefix="speechkit-export-"))
         try:
@@ -34,7 +35,8 @@ def run_export(args: argparse.Namespace, export_model) -> int:
                                  name=args.name or pathlib.Path(args.output).name,
                                  description=args.description, verify=not args.no_verify,
                                  run_hparams=None if args.run_hparams == "none" else args.run_hparams)
-            folder = export_folder(model, args.output, formats=formats, force=args.force)
+            folder = export_folder(model, args.output, formats=formats, force=args.force,
+                                   verify=not args.no_verify)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
     else:

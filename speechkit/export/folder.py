@@ -25,10 +25,13 @@ from speechkit.pretrained.backends import MANIFEST, SUFFIXES
 logger = logging.getLogger(__name__)
 
 
-def export_folder(source, output, formats=("onnx",), force: bool = False, **load_options) -> pathlib.Path:
+def export_folder(source, output, formats=("onnx",), force: bool = False, verify: bool = True,
+                  **load_options) -> pathlib.Path:
     """Load the model folder ``source`` (local path, Hub repo id or URL), export its graphs in ``formats``
     into a copy of it at ``output``; every graph is checked against PyTorch first
-    (:func:`speechkit.export.convert.export_graph`). Returns ``output``."""
+    (:func:`speechkit.export.convert.export_graph`) unless ``verify`` is False. Files are written with the
+    user's umask, as any other file (weights copied from a folder whose writer made them private too).
+    Returns ``output``."""
     from speechkit.export.convert import export_graph
     from speechkit.export.graphs import graph_specs
     from speechkit.export.stream_step import export_stream_step, stream_step_of
@@ -60,24 +63,40 @@ def export_folder(source, output, formats=("onnx",), force: bool = False, **load
                 for fmt in formats:
                     name = f"{spec.name}{SUFFIXES[fmt]}"
                     logger.info("exporting %s", name)
-                    entry = export_graph(spec, tmp / name, fmt)
+                    entry = export_graph(spec, tmp / name, fmt, verify=verify)
                     entry.update(spec.notes)
                     manifest["artefacts"][f"{spec.name}.{fmt}"] = entry
             step = stream_step_of(interface)
             for fmt in formats if step is not None else ():
                 name = f"stream_step{SUFFIXES[fmt]}"
-                diff = export_stream_step(step, tmp / name, fmt, step.encoder.input_size)
+                diff = export_stream_step(step, tmp / name, fmt, step.encoder.input_size, verify=verify)
                 manifest["artefacts"][f"stream_step.{fmt}"] = _step_entry(name, fmt, step, diff)
             (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
             card = tmp / "README.md"
             text = card.read_text(encoding="utf-8") if card.is_file() else f"# {output.name}\n"
             card.write_text(text.rstrip("\n") + "\n\n" + card_section(manifest), encoding="utf-8")
+            honour_umask(tmp)
             if output.exists():
                 shutil.rmtree(output)
             os.replace(tmp, output)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
     return output
+
+
+def current_umask() -> int:
+    """The process's umask (read by setting it and putting it back at once)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def honour_umask(folder: pathlib.Path) -> None:
+    """Give ``folder`` and everything in it the modes a new file or folder gets under the user's umask."""
+    mask = current_umask()
+    for path in [folder, *folder.rglob("*")]:
+        if not path.is_symlink():
+            path.chmod((0o777 if path.is_dir() else 0o666) & ~mask)
 
 
 def _step_entry(name: str, fmt: str, step, diff: float) -> dict:
@@ -101,14 +120,17 @@ def card_section(manifest: dict) -> str:
              f"Load with `{manifest['interface']}.from_hparams(<this folder>, backend=\"onnx\")` (or "
              "`\"torchscript\"`); see docs/deploy.md of speechkit. Lengths are absolute (samples or frames) "
              "and must not exceed the padded input. Each graph was checked against PyTorch on batches of "
-             "random lengths never seen at export and on each item alone.", ""]
+             "random lengths never seen at export and on each item alone, unless said otherwise below.", ""]
     for entry in manifest["artefacts"].values():
         inputs = ", ".join(f"{n} {_dims(d)}" for n, d in entry["inputs"].items())
         outputs = ", ".join(f"{n} {_dims(d)}" for n, d in entry["outputs"].items())
         opset = f"opset {entry['opset']}, " if entry.get("opset") else ""
+        checked = ("not checked against PyTorch (exported with --no-verify)" if entry["max_abs_diff"] is None
+                   else f"largest difference to PyTorch {entry['max_abs_diff']:.2g}"
+                   + (f" ({entry['max_rel_diff']:.2g} of the output's scale)" if entry.get("max_rel_diff")
+                      is not None else ""))
         lines.append(f"- `{entry['file']}` ({entry['format']}, {opset}PyTorch {entry['torch']}): "
-                     f"inputs {inputs}; outputs {outputs}; largest difference to PyTorch "
-                     f"{entry['max_abs_diff']:.2g}.")
+                     f"inputs {inputs}; outputs {outputs}; {checked}.")
     return "\n".join(lines) + "\n"
 
 

@@ -20,6 +20,7 @@ Example:
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import torch
@@ -32,7 +33,8 @@ class GraphSpec:
     """One artefact: its module, names, the axes that vary, and how to make example inputs.
 
     ``example(batch, lengths)`` returns the padded input tensor for items of ``lengths`` (in the input's own
-    time unit: samples or frames).
+    time unit: samples or frames); ``speech_example``, when set, the same for speech-like input (the export
+    is checked on both: white noise alone exercises outputs at a scale speech may not).
     """
 
     name: str
@@ -45,6 +47,11 @@ class GraphSpec:
     time_unit: str = "samples"
     min_time: int = 1
     notes: dict = field(default_factory=dict)
+    speech_example: object = None
+
+    def __post_init__(self):
+        if self.speech_example is None and self.example is _waveforms:
+            self.speech_example = speech_like_waveforms
 
 
 class RecognizerGraph(torch.nn.Module):
@@ -107,6 +114,33 @@ def _waveforms(batch_lengths) -> torch.Tensor:
     wavs = torch.zeros(len(lengths), max(lengths))
     for i, n in enumerate(lengths):
         wavs[i, :n] = 0.1 * torch.randn(n)
+    return wavs
+
+
+def speech_like_waveforms(batch_lengths, rate: int = 16000) -> torch.Tensor:
+    """A padded (batch, time) batch of speech-like signals: a voiced source (a 90-220 Hz fundamental and
+    its harmonics, falling as 1/k) shaped by two formant-like resonances and a 4 Hz syllable envelope,
+    with breath noise, peaking near 0.5; each item different.
+
+    Example:
+        >>> speech_like_waveforms([16000, 8000]).shape
+        torch.Size([2, 16000])
+    """
+    lengths = [int(n) for n in batch_lengths]
+    wavs = torch.zeros(len(lengths), max(lengths))
+    for i, n in enumerate(lengths):
+        t = torch.arange(n, dtype=torch.float64) / rate
+        f0 = 90 + 130 * torch.rand(()).double()
+        pitch = f0 * (1 + 0.08 * torch.sin(2 * math.pi * 1.3 * t))
+        phase = 2 * math.pi * torch.cumsum(pitch, 0) / rate
+        formants = (500 + 400 * torch.rand(()).double(), 1400 + 900 * torch.rand(()).double())
+        voiced = torch.zeros(n, dtype=torch.float64)
+        for k in range(1, int(3500 // float(f0)) + 1):
+            gain = sum(1 / (1 + ((k * float(f0) - f) / 150) ** 2) for f in formants)
+            voiced += gain / k * torch.sin(k * phase)
+        envelope = torch.sin(math.pi * 4 * t + torch.rand(()).double() * math.pi).abs() ** 1.5
+        signal = voiced * envelope + 0.02 * torch.randn(n, dtype=torch.float64)
+        wavs[i, :n] = (0.5 * signal / signal.abs().max().clamp_min(1e-9)).float()
     return wavs
 
 

@@ -26,6 +26,10 @@ from speechkit.errors import DataError, HparamsError, SpeechkitError
 SUFFIXES = {"onnx": ".onnx", "torchscript": ".pt"}
 #: The model folder's description of its exported graphs.
 MANIFEST = "export.json"
+#: onnxruntime's graph optimisation level for every session: all of them (constant folding, redundant node
+#: elimination, and the fusions of its CPU provider: Conv+Add+activation, MatMul+Add into Gemm, GELU, layer
+#: normalization, attention), set explicitly so that no build's other default applies.
+ORT_OPTIMIZATION = "ORT_ENABLE_ALL"
 
 
 class Graph:
@@ -42,6 +46,8 @@ class Graph:
                 raise SpeechkitError("the onnx backend needs onnxruntime: pip install 'speechkit[onnx]'") \
                     from None
             options = onnxruntime.SessionOptions()
+            options.graph_optimization_level = getattr(onnxruntime.GraphOptimizationLevel, ORT_OPTIMIZATION)
+            options.execution_mode = onnxruntime.ExecutionMode.ORT_SEQUENTIAL  # one graph, one stream of ops
             options.intra_op_num_threads = threads or _omp_threads()
             options.inter_op_num_threads = 1
             try:

@@ -64,7 +64,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--name", default=None, help="Model name for the card (default: the output folder).")
     parser.add_argument("--description", default="", help="A paragraph for the model card.")
     parser.add_argument("--force", action="store_true", help="Replace an existing output folder.")
-    parser.add_argument("--no-verify", action="store_true", help="Skip loading the exported model back.")
+    parser.add_argument("--no-verify", action="store_true", help="Skip loading the exported model back, and "
+                        "comparing exported graphs (--format) with PyTorch.")
     parser.add_argument("--run-hparams", default="auto", help="The training run's hyperparams.yaml whose "
                         "whole-number sizes replace the inference YAML's (default: the one of the run the "
                         "checkpoints belong to; 'none' keeps the inference YAML as it is).")

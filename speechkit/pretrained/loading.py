@@ -103,6 +103,9 @@ def save_weights(state_dict: dict, path) -> None:
         from safetensors.torch import save_file
 
         save_file(tensors, os.fspath(path))
+        mask = os.umask(0o022)  # safetensors writes 0600; a weight file is as private as any other file
+        os.umask(mask)
+        os.chmod(path, 0o666 & ~mask)
     else:
         torch.save(tensors, os.fspath(path))
 

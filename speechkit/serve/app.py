@@ -20,6 +20,7 @@ import numpy as np
 import soundfile
 import torch
 from fastapi import FastAPI, Request, WebSocket
+from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from starlette.datastructures import UploadFile
 from starlette.formparsers import MultiPartParser
@@ -51,7 +52,16 @@ class ModelFailure(Exception):
     """A model raised while answering a request (a 500, logged with the request id)."""
 
 
-def create_app(models: dict, limits: ServeLimits, token: Optional[str] = None, allowed_origins=()):
+class StreamClosed(Exception):
+    """A stream the server ends for a limit of time: the WebSocket close code and its reason."""
+
+    def __init__(self, code: int, reason: str):
+        super().__init__(reason)
+        self.code, self.reason = code, reason
+
+
+def create_app(models: dict, limits: ServeLimits, token: Optional[str] = None, allowed_origins=(),
+               allowed_hosts=()):
     """The ASGI app serving ``models`` (name -> :class:`ServedModel`), wrapped in the access checks
     (:class:`AccessControl`) and the request log (:class:`RequestLog`)."""
     batchers = {name: Batcher(model.batch_function(), model.seconds, limits, name)
@@ -66,7 +76,7 @@ def create_app(models: dict, limits: ServeLimits, token: Optional[str] = None, a
         for batcher in batchers.values():  # uvicorn has let the requests in flight finish by now
             await batcher.stop()
 
-    app = FastAPI(title="speechkit serve", lifespan=lifespan,
+    app = FastAPI(title="speechkit serve", lifespan=lifespan, docs_url=None, redoc_url=None,
                   description="Speech models behind an HTTP and WebSocket API (docs/serve.md).")
 
     @app.exception_handler(RequestError)
@@ -111,8 +121,7 @@ def create_app(models: dict, limits: ServeLimits, token: Optional[str] = None, a
         """Transcribe one audio file: ``{"text", "tokens", "timings"}``."""
         model = served(name, "asr")
         data, filename = await read_upload(request, limits)
-        wav = await asyncio.to_thread(decode_upload, data, model.sample_rate, limits.max_audio_seconds,
-                                      filename)
+        wav = await asyncio.to_thread(decode_upload, data, model.sample_rate, limits, filename)
         result = await run(model, wav)
         return {"model": name, **result.output, "timings": _timings(result, model.seconds(wav)),
                 "request_id": _request_id(request)}
@@ -125,8 +134,7 @@ def create_app(models: dict, limits: ServeLimits, token: Optional[str] = None, a
             raise RequestError(400, f"format must be 'zip' or 'multipart', got {format!r}")
         model = served(name, "separation")
         data, filename = await read_upload(request, limits)
-        wav = await asyncio.to_thread(decode_upload, data, model.sample_rate, limits.max_audio_seconds,
-                                      filename)
+        wav = await asyncio.to_thread(decode_upload, data, model.sample_rate, limits, filename)
         result = await run(model, wav)
         files = {f"s{k + 1}.wav": _wav_bytes(source, model.sample_rate)
                  for k, source in enumerate(_below_full_scale(result.output))}
@@ -155,17 +163,31 @@ def create_app(models: dict, limits: ServeLimits, token: Optional[str] = None, a
             model = served(name, "asr")
         except RequestError as error:
             return await _deny(websocket, error)
+        if streams["open"] >= limits.max_streams:
+            return await _deny(websocket, RequestError(503, f"the server has {limits.max_streams} streams "
+                                                            "open (--max-streams); try again shortly"))
 
         async def transcribe_now(wav: torch.Tensor) -> dict:
             return (await run(model, wav)).output
 
         make_recognizer = recognizer_factory(model.interface, transcribe_now, limits)
-        session = StreamSession(make_recognizer, model.sample_rate, limits)
+        session = StreamSession(make_recognizer, model.sample_rate, limits,
+                                token=token if websocket.scope["state"].get("token_pending") else None)
         await websocket.accept()
         streams["open"] += 1
+        loop = asyncio.get_running_loop()
+        closes_at = loop.time() + limits.stream_max_s
         try:
             while not session.finished:
-                message = await asyncio.wait_for(websocket.receive(), limits.stream_idle_s)
+                left = closes_at - loop.time()
+                try:
+                    message = await asyncio.wait_for(websocket.receive(), min(limits.stream_idle_s, left))
+                except asyncio.TimeoutError:
+                    if left <= limits.stream_idle_s:
+                        raise StreamClosed(1008, f"the stream was open {limits.stream_max_s:g} s "
+                                                 "(--stream-max-s)") from None
+                    raise StreamClosed(1008, f"nothing received for {limits.stream_idle_s:g} s "
+                                             "(--stream-idle-s)") from None
                 if message["type"] == "websocket.disconnect":
                     return
                 if message.get("bytes") is not None:
@@ -176,18 +198,19 @@ def create_app(models: dict, limits: ServeLimits, token: Optional[str] = None, a
                     await websocket.send_json(reply)
             await websocket.close(1000)
         except RequestError as error:
+            code = {401: 1008, 413: 1009}.get(error.status, 1007)
             await _close_with(websocket, {"type": "error", "message": error.message,
-                                          "request_id": request_id}, 1009 if error.status == 413 else 1007)
-        except asyncio.TimeoutError:
-            await _close_with(websocket, {"type": "error", "message": f"nothing received for "
-                                          f"{limits.stream_idle_s:g} s (--stream-idle-s)"}, 1000)
+                                          "request_id": request_id}, code, error.message)
+        except StreamClosed as closed:
+            await _close_with(websocket, {"type": "error", "message": closed.reason,
+                                          "request_id": request_id}, closed.code, closed.reason)
         except WebSocketDisconnect:
             pass  # the client went away: its audio and recognizer go with this frame
         except ModelFailure as error:
             logger.error("request %s: %s", request_id, error, exc_info=error.__cause__)
             await _close_with(websocket, {"type": "error", "request_id": request_id, "message":
                                           f"{error}; the server log has the details under request id "
-                                          f"{request_id}"}, 1011)
+                                          f"{request_id}"}, 1011, f"model failure (request id {request_id})")
         finally:
             streams["open"] -= 1
 
@@ -197,7 +220,21 @@ def create_app(models: dict, limits: ServeLimits, token: Optional[str] = None, a
     async def page():
         return HTMLResponse(page_html)
 
-    return RequestLog(AccessControl(app, token=token, allowed_origins=allowed_origins))
+    api_html = (STATIC / "api.html").read_text()
+
+    @app.get("/docs", include_in_schema=False)
+    async def api_page():
+        """The API's reference, rendered from /openapi.json by a page that loads nothing from elsewhere."""
+        return HTMLResponse(api_html)
+
+    @app.get("/docs/swagger", include_in_schema=False)
+    async def swagger(request: Request):
+        """FastAPI's interactive viewer (its scripts come from a CDN: online only)."""
+        query = f"?{request.url.query}" if request.url.query else ""
+        return get_swagger_ui_html(openapi_url=f"../openapi.json{query}", title="speechkit serve")
+
+    return RequestLog(AccessControl(app, token=token, allowed_origins=allowed_origins,
+                                    allowed_hosts=allowed_hosts))
 
 
 async def read_upload(request: Request, limits: ServeLimits) -> tuple:
@@ -269,8 +306,7 @@ def _mel_input(model: ServedModel, data: bytes, name: str, limits: ServeLimits) 
     """A vocoder request's mel: an .npy (frames, n_mels), or the model's mel of an audio file."""
     vocoder = model.interface
     if not data.startswith(b"\x93NUMPY"):
-        wav = decode_upload(data, model.sample_rate, limits.max_audio_seconds, name,
-                            getattr(model, "audio_channels", "mix"))
+        wav = decode_upload(data, model.sample_rate, limits, name, getattr(model, "audio_channels", "mix"))
         mels, frames = vocoder.mel_batch(wav.unsqueeze(0), torch.tensor([wav.shape[0]]))
         return mels[0, : int(frames[0])].cpu()
     try:
@@ -334,10 +370,12 @@ async def _deny(websocket: WebSocket, error: RequestError) -> None:
         await websocket.send_denial_response(JSONResponse(body, error.status))
     except RuntimeError:
         await websocket.accept()
-        await _close_with(websocket, {"type": "error", "message": error.message}, 1008)
+        await _close_with(websocket, {"type": "error", "message": error.message}, 1008, error.message)
 
 
-async def _close_with(websocket: WebSocket, message: dict, code: int) -> None:
+async def _close_with(websocket: WebSocket, message: dict, code: int, reason: str = "") -> None:
+    """Send the error message, then close with ``code`` and ``reason`` (cut to the 123 bytes a close frame
+    holds)."""
     with contextlib.suppress(Exception):  # the client may be gone already
         await websocket.send_json(message)
-        await websocket.close(code)
+        await websocket.close(code, reason.encode()[:123].decode(errors="ignore"))

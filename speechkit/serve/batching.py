@@ -1,6 +1,8 @@
 """Dynamic batching: requests for one model that arrive together go through one forward pass.
 
-The first request of a batch waits at most ``max_wait_ms`` for others; a batch holds at most
+The wait is adaptive: a request that finds nobody else queued runs at once (a lone client is served as
+fast as one-at-a-time serving would); when others are queued, clients are arriving together, and the batch
+waits at most ``max_wait_ms`` for more to join it. A batch holds at most
 ``max_batch_items`` requests and ``max_batch_seconds`` of audio; at most ``queue_size`` requests wait, and
 the next one is told the server is busy (503) rather than made to wait behind a long queue. The model runs in
 a thread of its own, so the event loop keeps accepting requests (and filling the next batch) meanwhile.
@@ -123,6 +125,8 @@ class Batcher:
         first = self._carry or await self._queue.get()
         self._carry = None
         batch, seconds = [first], first.seconds
+        if self._queue.empty():  # alone: waiting would only delay it (adaptive wait)
+            return [p for p in batch if not p.future.done()]
         deadline = time.perf_counter() + self.limits.max_wait_ms / 1000
         while len(batch) < self.limits.max_batch_items:
             try:

@@ -22,6 +22,20 @@ from speechkit.errors import RunOptionsError
 MIN_TOKEN_CHARS = 16
 
 
+class ServeLimitsDefaults:
+    """The defaults of :class:`speechkit.serve.limits.ServeLimits`, repeated here so that ``--help`` does not
+    import the server (its import needs the serve extra); a unit test keeps the two equal."""
+
+    max_decoded_samples = 60 * 48000 * 2
+    max_channels = 8
+    max_sample_rate = 192000
+    max_header_bytes = 64 * 1024
+    max_connections = 256
+    max_streams = 32
+    max_stream_buffer_bytes = 16_000_000
+    stream_max_s = 600.0
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("models", nargs="+", metavar="MODEL",
                         help="Model folder (local path, Hub repo id or http(s) URL), served under its "
@@ -34,6 +48,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--allow-origin", action="append", default=[], metavar="ORIGIN",
                         help="An origin (scheme://host[:port]) whose pages may call this server "
                              "(repeatable); other sites' pages are refused.")
+    parser.add_argument("--allow-host", action="append", default=[], metavar="NAME",
+                        help="A host name requests may address this server by (repeatable), besides its "
+                             "bound address (and localhost on a loopback address): e.g. the name a reverse "
+                             "proxy forwards.")
     parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N (default: cpu).")
     parser.add_argument("--backend", choices=["torch", "onnx", "torchscript"], default="torch",
                         help="Run the modules (torch), or the graphs of folders written by speechkit export "
@@ -42,13 +60,32 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-request-mb", type=float, default=20.0, help="Largest request body in MB.")
     parser.add_argument("--max-audio-seconds", type=float, default=60.0,
                         help="Longest audio of one request or stream.")
+    parser.add_argument("--max-decoded-samples", type=int, default=ServeLimitsDefaults.max_decoded_samples,
+                        help="Most samples (frames x channels) one upload may decode to, checked on its "
+                             "header before decoding.")
+    parser.add_argument("--max-channels", type=int, default=ServeLimitsDefaults.max_channels,
+                        help="Most channels of an upload.")
+    parser.add_argument("--max-sample-rate", type=int, default=ServeLimitsDefaults.max_sample_rate,
+                        help="Highest sample rate of an upload or stream, in Hz.")
+    parser.add_argument("--max-header-kb", type=float, default=ServeLimitsDefaults.max_header_bytes / 1024,
+                        help="Largest request head (request line and headers) in KB; larger gets 431.")
+    parser.add_argument("--max-connections", type=int, default=ServeLimitsDefaults.max_connections,
+                        help="Open connections beyond which new requests get 503.")
+    parser.add_argument("--max-streams", type=int, default=ServeLimitsDefaults.max_streams,
+                        help="Open WebSocket streams beyond which a new one gets 503.")
+    parser.add_argument("--max-stream-buffer-mb", type=float,
+                        default=ServeLimitsDefaults.max_stream_buffer_bytes / 1e6,
+                        help="Most audio one stream may hold, in MB of float32 at the client's rate.")
+    parser.add_argument("--stream-max-s", type=float, default=ServeLimitsDefaults.stream_max_s,
+                        help="Longest a stream may stay open, in seconds.")
     parser.add_argument("--max-batch-seconds", type=float, default=64.0,
                         help="Most audio seconds in one batched forward pass.")
     parser.add_argument("--max-batch-items", type=int, default=8,
                         help="Most requests in one batch (1 serves one request at a time; default 8 suits a "
                              "CPU, raise it on a GPU).")
     parser.add_argument("--max-wait-ms", type=float, default=10.0,
-                        help="How long a batch's first request waits for others.")
+                        help="How long a batch waits for more requests when others are queued (a request "
+                             "alone never waits).")
     parser.add_argument("--queue-size", type=int, default=64,
                         help="Requests waiting per model beyond which new ones get 503.")
     parser.add_argument("--partial-every-s", type=float, default=0.25,
@@ -106,12 +143,21 @@ def run(args: argparse.Namespace) -> int:
 
     from speechkit.serve.limits import ServeLimits
     from speechkit.serve.models import load_models, parse_model_spec
+    from speechkit.serve.protocol import RedactTokens, bounded_http_protocol
 
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    for handler in logging.getLogger().handlers:  # every logger's records, uvicorn's included, pass here
+        handler.addFilter(RedactTokens(token))
     try:
         limits = ServeLimits(max_request_bytes=int(args.max_request_mb * 1e6),
                              max_audio_seconds=args.max_audio_seconds,
+                             max_decoded_samples=args.max_decoded_samples, max_channels=args.max_channels,
+                             max_sample_rate=args.max_sample_rate,
+                             max_header_bytes=int(args.max_header_kb * 1024),
+                             max_connections=args.max_connections, max_streams=args.max_streams,
+                             max_stream_buffer_bytes=int(args.max_stream_buffer_mb * 1e6),
+                             stream_max_s=args.stream_max_s,
                              max_batch_seconds=args.max_batch_seconds,
                              max_batch_items=args.max_batch_items, max_wait_ms=args.max_wait_ms,
                              queue_size=args.queue_size, partial_every_s=args.partial_every_s,
@@ -123,10 +169,15 @@ def run(args: argparse.Namespace) -> int:
     specs = [parse_model_spec(text) for text in args.models]
     models = load_models(specs, device=args.device, backend=args.backend, allow_network=not args.offline,
                          trust_remote_code=args.trust_remote_code, allow=args.allow)
-    app = create_app(models, limits, token=token, allowed_origins=args.allow_origin)
+    app = create_app(models, limits, token=token, allowed_origins=args.allow_origin,
+                     allowed_hosts=args.allow_host)
     config = uvicorn.Config(app, host=args.host, port=args.port, log_config=None, access_log=False,
-                            log_level=args.log_level, ws_max_size=limits.max_request_bytes + 1024,
-                            timeout_graceful_shutdown=args.shutdown_timeout_s, lifespan="on")
+                            log_level=args.log_level, lifespan="on",
+                            http=bounded_http_protocol(limits.max_header_bytes),
+                            h11_max_incomplete_event_size=limits.max_header_bytes,
+                            limit_concurrency=limits.max_connections,
+                            ws_max_size=min(limits.max_request_bytes, limits.max_stream_buffer_bytes) + 1024,
+                            timeout_graceful_shutdown=args.shutdown_timeout_s)
     described = ", ".join(f"{name} ({model.kind})" for name, model in models.items())
     server = announcing_server(config, described)
     # uvicorn raises the signal again once it has shut down gracefully; with these handlers in place that

@@ -3,14 +3,16 @@ the end.
 
 The protocol (JSON text messages and binary audio, see docs/serve.md):
 
-1. the client may send ``{"type": "start", "sample_rate": 48000}`` first (default: the model's rate);
+1. the client may send ``{"type": "start", "sample_rate": 48000}`` first (default: the model's rate; with
+   ``"token": TOKEN`` when the server needs one and the handshake carried none);
 2. then binary messages, each little-endian float32 mono samples at that rate; the server answers
    ``{"type": "partial", "text": ..., "seconds": ...}`` whenever there is news;
 3. ``{"type": "end"}`` asks for ``{"type": "final", "text": ..., "tokens": [...], "seconds": ...}``; the
    server then closes the socket (code 1000).
 
 A malformed message gets ``{"type": "error", "message": ...}`` and the socket is closed with code 1007
-(bad data) or 1009 (too long).
+(bad data), 1009 (too much audio: ``--max-audio-seconds``, ``--max-stream-buffer-mb``) or 1008 (no or a
+wrong token), the message as the close frame's reason.
 
 The recognizer is the model's chunk-by-chunk recognizer (:class:`speechkit.streaming.StreamingASR`: its
 state carried from chunk to chunk, the final text the offline one) when the model streams (a causal front
@@ -26,6 +28,7 @@ Example:
 from __future__ import annotations
 
 import asyncio
+import hmac
 import json
 from collections.abc import Awaitable
 from typing import Any, Callable, Optional
@@ -33,11 +36,13 @@ from typing import Any, Callable, Optional
 import torch
 
 from speechkit.data.audio_policy import shared_policy
-from speechkit.serve.audio_input import decode_pcm
+from speechkit.serve.audio_input import check_rate, decode_pcm
 from speechkit.serve.errors import RequestError
 from speechkit.serve.limits import ServeLimits
 
-MIN_RATE, MAX_RATE = 4000, 192000
+#: Longest text message: the protocol's messages are a few dozen characters; a long one is refused unparsed
+#: (a megabyte of "[" would take the JSON parser down into a RecursionError).
+MAX_TEXT_CHARS = 4096
 
 
 class RedecodingRecognizer:
@@ -96,7 +101,9 @@ class InterfaceRecognizer:
         return _as_result(await asyncio.to_thread(self.stream.accept, chunk))
 
     async def finish(self) -> dict:
-        return _as_result(await asyncio.to_thread(self.stream.finish)) or {"text": "", "tokens": []}
+        final = _as_result(await asyncio.to_thread(self.stream.finish)) or {"text": "", "tokens": []}
+        tokens = getattr(self.stream, "final_tokens", None)  # a streaming object that keeps its final ids
+        return {**final, "tokens": list(tokens)} if tokens is not None else final
 
 
 def recognizer_factory(interface, transcribe, limits: ServeLimits) -> Callable[[int], Any]:
@@ -135,8 +142,10 @@ class StreamSession:
     was malformed (the caller sends its message and closes).
     """
 
-    def __init__(self, make_recognizer: Callable[[int], Any], model_rate: int, limits: ServeLimits):
+    def __init__(self, make_recognizer: Callable[[int], Any], model_rate: int, limits: ServeLimits,
+                 token: Optional[str] = None):
         self.make_recognizer, self.model_rate, self.limits = make_recognizer, model_rate, limits
+        self.token = token  # when set, the handshake carried none: the first message must (``"token"``)
         self.client_rate = model_rate
         self.recognizer = None
         self.started = False  # a start message or audio came: the rate is fixed
@@ -144,20 +153,24 @@ class StreamSession:
         self.finished = False
 
     async def handle_text(self, text: str) -> list:
+        if len(text) > MAX_TEXT_CHARS:
+            raise RequestError(400, f"text message of {len(text)} characters; the protocol's messages are "
+                                    f"short JSON objects (at most {MAX_TEXT_CHARS} characters)")
         try:
             message = json.loads(text)
-        except ValueError:
+        except (ValueError, RecursionError):
             raise RequestError(400, f"text message is not JSON: {text[:80]!r}") from None
         if not isinstance(message, dict) or not isinstance(message.get("type"), str):
             raise RequestError(400, 'a text message must be a JSON object with a "type" ("start" or "end")')
+        self._check_token(message)
         kind = message["type"]
         if kind == "start":
             if self.started:
                 raise RequestError(400, '"start" must come first, before any audio, and only once')
             rate = message.get("sample_rate", self.model_rate)
-            if not isinstance(rate, int) or isinstance(rate, bool) or not MIN_RATE <= rate <= MAX_RATE:
-                raise RequestError(400, f'"sample_rate" must be an integer from {MIN_RATE} to {MAX_RATE}, '
-                                        f"got {rate!r}")
+            if not isinstance(rate, int) or isinstance(rate, bool):
+                raise RequestError(400, f'"sample_rate" must be an integer number of Hz, got {rate!r}')
+            check_rate("the stream", rate, self.model_rate, self.limits)
             self.client_rate = rate
             self._begin()
             return [{"type": "ready", "sample_rate": rate, "model_sample_rate": self.model_rate,
@@ -172,6 +185,7 @@ class StreamSession:
         raise RequestError(400, f'unknown message type {kind!r}; expected "start" or "end"')
 
     async def handle_audio(self, data: bytes) -> list:
+        self._check_token(None)
         if self.finished:
             raise RequestError(400, 'audio after "end"')
         self._begin()
@@ -184,12 +198,24 @@ class StreamSession:
         if self.received > self.limits.max_audio_seconds * self.client_rate:
             raise RequestError(413, f"the stream passed {self.limits.max_audio_seconds:g} s of audio "
                                     "(--max-audio-seconds)")
+        if self.received * 4 > self.limits.max_stream_buffer_bytes:
+            raise RequestError(413, f"the stream passed {self.limits.max_stream_buffer_bytes / 1e6:.1f} MB "
+                                    "of audio held (--max-stream-buffer-mb)")
         partial = await self.recognizer.accept(chunk)
         if partial is None:
             return []
         return [{"type": "partial", "text": partial.get("text", ""),
                  "seconds": self.received / self.client_rate}]
 
+    def _check_token(self, message: Optional[dict]) -> None:
+        """A stream whose handshake carried no token is let in only by a first text message carrying it."""
+        if self.token is None:
+            return
+        offered = message.get("token") if message is not None else None
+        if not isinstance(offered, str) or not hmac.compare_digest(offered.encode(), self.token.encode()):
+            raise RequestError(401, 'missing or wrong token: send it in the handshake (Authorization: Bearer '
+                                    'TOKEN) or in the first message ({"type": "start", "token": "TOKEN"})')
+        self.token = None
 
     def _begin(self) -> None:
         if not self.started:

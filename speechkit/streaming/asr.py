@@ -97,6 +97,7 @@ class StreamBatch:
         self.tokens = [[] for _ in range(size)]
         self.last = [owner.blank] * size
         self.done = [False] * size
+        self.final_tokens: dict = {}  # stream index -> the token ids of its final transcript
 
     @torch.no_grad()
     def accept(self, chunks: list) -> list:
@@ -130,11 +131,13 @@ class StreamBatch:
             self.done[i] = True
         decoder = self.owner.asr.hparams.get("decoder")
         if decoder is None or not indices:
+            self.final_tokens.update({i: [int(t) for t in self.tokens[i]] for i in indices})
             return [self._text(self.tokens[i]) for i in indices]
         scores = [self.stream_log_probs(i) for i in indices]
         vocabulary = max(s.shape[-1] for s in scores)
         lengths = torch.tensor([s.shape[0] for s in scores])
         if int(lengths.max()) == 0:  # recordings shorter than one encoder step: nothing was said
+            self.final_tokens.update({i: [] for i in indices})
             return ["" for _ in indices]
         padded = torch.zeros(len(scores), int(lengths.max()), vocabulary)
         for row, s in enumerate(scores):
@@ -142,6 +145,7 @@ class StreamBatch:
         device = self.owner.asr.device
         hyps = decoder(padded.to(device), lengths.to(device))
         hyps = hyps[0] if isinstance(hyps, tuple) else hyps
+        self.final_tokens.update({i: [int(t) for t in seq] for i, seq in zip(indices, hyps)})
         return [self._text([int(t) for t in seq]) for seq in hyps]
 
     @property
@@ -223,6 +227,12 @@ class Stream:
     def finish(self) -> str:
         """End the stream; returns the final transcript (the offline one)."""
         return self._batch.finish()[0]
+
+    @property
+    def final_tokens(self) -> list:
+        """The token ids of the final transcript (after :meth:`finish`; the ids ``transcribe_batch`` gives
+        for the whole recording)."""
+        return self._batch.final_tokens.get(0, [])
 
     @property
     def log_probs(self) -> torch.Tensor:

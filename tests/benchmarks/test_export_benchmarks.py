@@ -19,11 +19,15 @@ def _rows(out: str) -> list:
 def test_export_benchmark_prints_a_row_per_backend(capsys):
     benchmark = load_script(BENCHMARKS / "export.py", "export_benchmark")
     assert benchmark.main(["--tiny", "--models", "recognizer", "separator", "--batches", "1", "--threads",
-                           "1", "--seconds", "0.5", "--repeats", "1"]) == 0
+                           "1", "--seconds", "0.5", "--repeats", "3"]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("machine: ")
+    assert out.startswith("machine: ") and "medians of 3 interleaved rounds" in out
+    assert "intra_op_num_threads=N" in out and "graph optimisation level ORT_ENABLE_ALL" in out
     rows = _rows(out)[1:]
     assert [row.split(" | ")[2] for row in rows] == ["eager", "torchscript", "onnxruntime"] * 2
+    spreads = [row.split(" | ")[6].split("-") for row in rows]
+    assert all(float(low) <= 1.0 <= float(high) for low, high in spreads)
+    assert all(row.split(" | ")[7] == "1.00x" for row in rows[::3])  # eager against itself
 
 
 def test_streaming_benchmark_prints_a_row_per_chunk_size(capsys):

@@ -138,11 +138,15 @@ function fft(re, im) {
   }
 }
 
+const AXIS_LEFT = 44, AXIS_BOTTOM = 18; // room for the spectrogram's frequency and time labels
+
 function drawSpectrogram(canvas, samples, rate) {
-  // Log-magnitude STFT (512-point Hann window), one column per canvas pixel, 0 to 8 kHz bottom to top.
+  // Log-magnitude STFT (512-point Hann window), one column per pixel, 0 to 8 kHz (or the Nyquist frequency)
+  // bottom to top, with a frequency axis (kHz) on the left and a time axis (s) below.
   const g = canvas.getContext("2d");
-  const { width, height } = canvas;
-  const size = 512, bins = Math.min(size / 2, Math.floor((8000 / rate) * size));
+  const width = canvas.width - AXIS_LEFT, height = canvas.height - AXIS_BOTTOM;
+  const size = 512, top = Math.min(8000, rate / 2), bins = Math.max(1, Math.floor((top / rate) * size));
+  g.clearRect(0, 0, canvas.width, canvas.height);
   const image = g.createImageData(width, height);
   const window = Float32Array.from({ length: size }, (_, i) => 0.5 - 0.5 * Math.cos((2 * Math.PI * i) / size));
   const columns = [];
@@ -170,7 +174,40 @@ function drawSpectrogram(canvas, samples, rate) {
       image.data[at + 3] = 255;
     }
   }
-  g.putImageData(image, 0, 0);
+  g.putImageData(image, AXIS_LEFT, 0);
+  drawAxes(g, width, height, top, samples.length / rate);
+}
+
+function drawAxes(g, width, height, topHz, seconds) {
+  // Ticks and labels: every kHz up to the top frequency, and about eight steps of 1-2-5 x 10^n seconds.
+  g.fillStyle = "#57606a";
+  g.strokeStyle = "#57606a";
+  g.font = "11px system-ui, sans-serif";
+  g.textAlign = "right";
+  g.textBaseline = "middle";
+  const kHzStep = topHz > 4000 ? 2000 : 1000;
+  for (let f = 0; f <= topHz; f += kHzStep) {
+    const y = height - 1 - (f / topHz) * (height - 1);
+    g.fillRect(AXIS_LEFT - 4, Math.round(y), 4, 1);
+    g.fillText(`${f / 1000} kHz`, AXIS_LEFT - 6, Math.min(height - 6, Math.max(6, y)));
+  }
+  g.textAlign = "center";
+  g.textBaseline = "top";
+  const raw = seconds / 8, power = Math.pow(10, Math.floor(Math.log10(raw || 1)));
+  const step = [1, 2, 5, 10].map((m) => m * power).find((s) => s >= raw) || power;
+  for (let t = 0; t <= seconds + 1e-9; t += step) {
+    const x = AXIS_LEFT + (seconds > 0 ? (t / seconds) * (width - 1) : 0);
+    g.fillRect(Math.round(x), height, 1, 4);
+    g.fillText(`${Number(t.toFixed(3))} s`, Math.min(AXIS_LEFT + width - 14, Math.max(AXIS_LEFT + 10, x)), height + 5);
+  }
+}
+
+function clearOutputs() {
+  // A new input: nothing of the previous one stays on screen (an error would otherwise show it as this one's).
+  for (const id of ["waveform", "spectrogram"]) $(id).getContext("2d").clearRect(0, 0, $(id).width, $(id).height);
+  setTranscript("", "empty");
+  $("sources").innerHTML = "";
+  $("sources-box").classList.add("hidden");
 }
 
 function drawInput(samples, rate) {
@@ -196,6 +233,7 @@ async function sendFile() {
     status("choose a file first", true);
     return;
   }
+  clearOutputs();
   const samples = await decodeForDrawing(file);
   if (samples) drawInput(samples, DRAW_RATE);
   const endpoint = { asr: "transcribe", separation: "separate?format=multipart", vocoder: "generate" }[m.kind];
@@ -257,19 +295,20 @@ async function startRecording() {
   }
   const context = new AudioContext();
   const source = context.createMediaStreamSource(stream);
+  clearOutputs();
   // The samples are taken on the audio thread (an AudioWorklet) and queued to this page as messages, so a
   // busy page (drawing, a slow machine) delays chunks but never drops or repeats one.
   await context.audioWorklet.addModule(URL.createObjectURL(new Blob([TAP_WORKLET], { type: "text/javascript" })));
   const node = new AudioWorkletNode(context, "tap", { numberOfOutputs: 1 });
   const scheme = location.protocol === "https:" ? "wss:" : "ws:";
   const base = location.pathname.replace(/[^/]*$/, "");
-  const query = token ? "?token=" + encodeURIComponent(token) : "";
-  const socket = new WebSocket(`${scheme}//${location.host}${base}v1/models/${m.name}/stream${query}`);
+  // The token goes in the first message, not the URL: URLs end up in logs and histories.
+  const socket = new WebSocket(`${scheme}//${location.host}${base}v1/models/${m.name}/stream`);
   socket.binaryType = "arraybuffer";
   recording = { context, stream, source, node, socket, chunks: [], length: 0, open: false };
   setTranscript("", "partial");
   socket.onopen = () => {
-    socket.send(JSON.stringify({ type: "start", sample_rate: context.sampleRate }));
+    socket.send(JSON.stringify({ type: "start", sample_rate: context.sampleRate, ...(token ? { token } : {}) }));
     for (const chunk of recording.chunks) socket.send(chunk.buffer); // taken while the socket opened
     recording.open = true;
     status(`recording at ${context.sampleRate} Hz...`);

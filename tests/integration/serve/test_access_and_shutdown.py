@@ -38,7 +38,7 @@ def guarded(folders, tmp_path_factory):
     token_file = tmp_path_factory.mktemp("token") / "token"
     token_file.write_text(TOKEN + "\n")
     with ServerProcess([f"asr={folders['asr']}", "--token-file", str(token_file), "--allow-origin",
-                        "http://app.example:3000"]) as process:
+                        "http://app.example:3000", "--allow-host", "speech.lan"]) as process:
         yield process
 
 
@@ -68,8 +68,8 @@ def test_every_http_request_needs_the_token(guarded):
 
 def test_every_websocket_needs_the_token(guarded):
     with pytest.raises(InvalidStatus) as refused:
-        connect(f"{guarded.ws_url}/v1/models/asr/stream", open_timeout=30)
-    assert refused.value.response.status_code == 401
+        connect(f"{guarded.ws_url}/v1/models/asr/stream?token=wrong-token-of-some-length", open_timeout=30)
+    assert refused.value.response.status_code == 401  # none at all: the first message must carry it (below)
     for options in ({"additional_headers": {"Authorization": f"Bearer {TOKEN}"}}, {}):
         url = f"{guarded.ws_url}/v1/models/asr/stream" + ("" if options else f"?token={TOKEN}")
         with connect(url, open_timeout=30, **options) as socket:
@@ -77,6 +77,43 @@ def test_every_websocket_needs_the_token(guarded):
             socket.send('{"type": "end"}')
             final = json.loads(socket.recv(timeout=30))
             assert final["type"] == "final" and final["text"] == "cab"
+
+
+def test_a_websocket_may_carry_its_token_in_the_first_message(guarded):
+    url = f"{guarded.ws_url}/v1/models/asr/stream"
+    with connect(url, open_timeout=30) as socket:
+        socket.send(json.dumps({"type": "start", "sample_rate": 16000, "token": TOKEN}))
+        assert json.loads(socket.recv(timeout=30))["type"] == "ready"
+        socket.send(tiny_asr.synthesize("cab").numpy().astype("<f4").tobytes())
+        socket.send('{"type": "end"}')
+        assert json.loads(socket.recv(timeout=30))["text"] == "cab"
+    for first in (json.dumps({"type": "start", "token": "wrong-token-of-some-length"}),
+                  tiny_asr.synthesize("cab").numpy().astype("<f4").tobytes()):
+        with connect(url, open_timeout=30) as socket:
+            socket.send(first)
+            error = json.loads(socket.recv(timeout=30))
+            with pytest.raises(ConnectionClosed) as closed:
+                socket.recv(timeout=30)
+        assert "missing or wrong token" in error["message"] and "text" not in error
+        assert closed.value.rcvd.code == 1008
+
+
+def test_the_token_never_reaches_the_log(guarded):
+    with connect(f"{guarded.ws_url}/v1/models/asr/stream?token={TOKEN}", open_timeout=30) as socket:
+        socket.send('{"type": "end"}')
+        socket.recv(timeout=30)
+    request(f"{guarded.url}/health?token={TOKEN}")
+    wait_until(lambda: "token=[redacted]" in guarded.output, what="the WebSocket's line in the log",
+               output=lambda: guarded.output)
+    assert TOKEN not in guarded.output
+
+
+def test_a_configured_host_name_is_answered(guarded):
+    port = guarded.url.rsplit(":", 1)[1]
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    assert request(guarded.url + "/health", headers={**auth, "Host": f"speech.lan:{port}"})[0] == 200
+    status, answer = request_json(guarded.url + "/health", headers={**auth, "Host": f"other.lan:{port}"})
+    assert status == 421 and "--allow-host other.lan" in answer["error"]
 
 
 def test_cross_origin_requests_are_refused_unless_named(guarded):

@@ -35,7 +35,10 @@ def offline_transcript(server, path: Path) -> str:
 
 def test_microphone_streaming_shows_the_offline_transcript(page_server, tmp_path):
     speech = tmp_path / "speech.wav"
-    soundfile.write(speech, synthesize_held(TEXT).numpy(), 16000, subtype="PCM_16")
+    # Two seconds of silence first: the fake microphone starts playing when the page asks for it, and on a
+    # loaded machine the page's audio thread may start a moment later; what it misses must be silence.
+    held = np.concatenate([np.zeros(32000, dtype=np.float32), synthesize_held(TEXT).numpy()])
+    soundfile.write(speech, held, 16000, subtype="PCM_16")
     expected = offline_transcript(page_server, speech)
     assert expected == TEXT
     with Chromium(tmp_path, fake_microphone=speech) as browser:
@@ -47,7 +50,7 @@ def test_microphone_streaming_shows_the_offline_transcript(page_server, tmp_path
                                    " return t.dataset.state === 'partial' && t.textContent.length > 0"
                                    " && t.textContent; })()", "a partial transcript", timeout_s=60)
         assert TEXT.startswith(partial.strip())
-        time.sleep(len(synthesize_held(TEXT)) / 16000 + 1.0)  # the whole file played, then some silence
+        time.sleep(len(held) / 16000 + 1.0)  # the whole file played, then some silence
         browser.evaluate("document.getElementById('stop').click()")
         shown = browser.wait_for("document.getElementById('transcript').dataset.state === 'final' && "
                                  "document.getElementById('transcript').textContent", "a final transcript")
@@ -83,6 +86,45 @@ def test_upload_transcribes_and_separates(page_server, tmp_path):
                                      "the sources playable")
         assert durations == pytest.approx([1.0, 1.0], abs=0.01)
         browser.screenshot(_screenshot_path(tmp_path, "serve-page-separate.png"))
+
+
+def test_an_error_clears_the_previous_file_and_the_spectrogram_has_axes(page_server, tmp_path):
+    speech = tmp_path / "upload.wav"
+    soundfile.write(speech, tiny_asr.synthesize("cab egg").numpy(), 16000)
+    not_audio = tmp_path / "notes.wav"
+    not_audio.write_text("these are not samples")
+    painted = ("(id, x0, x1) => { const c = document.getElementById(id); const d = c.getContext('2d')"
+               ".getImageData(x0, 0, x1 - x0, c.height).data; let n = 0;"
+               " for (let i = 3; i < d.length; i += 4) n += d[i] > 0; return n; }")
+    with Chromium(tmp_path) as browser:
+        browser.navigate(page_server.url + "/")
+        browser.wait_for("document.querySelectorAll('#model option').length === 2", "the models listed")
+        browser.choose_file("#file", speech)
+        browser.evaluate("document.getElementById('send').click()")
+        browser.wait_for("document.getElementById('transcript').dataset.state === 'final'", "the transcript")
+        # The frequency labels left of the image and the time labels below it are drawn.
+        assert browser.evaluate(f"({painted})('spectrogram', 0, 40)") > 50
+        assert browser.evaluate(f"({painted})('waveform', 0, 900)") > 100
+        browser.choose_file("#file", not_audio)
+        browser.evaluate("document.getElementById('send').click()")
+        browser.wait_for("document.getElementById('status').className === 'error'", "the error shown")
+        assert browser.evaluate("document.getElementById('transcript').textContent") == ""
+        assert browser.evaluate(f"({painted})('waveform', 0, 900)") == 0
+        assert browser.evaluate(f"({painted})('spectrogram', 0, 900)") == 0
+
+
+def test_the_api_page_works_offline(page_server, tmp_path):
+    """``/docs`` renders every endpoint from /openapi.json with nothing loaded from elsewhere."""
+    from tests.helpers.serve import request
+
+    status, _, body = request(page_server.url + "/docs")
+    assert status == 200 and b"<script src=" not in body and b"https://" not in body
+    with Chromium(tmp_path) as browser:
+        browser.navigate(page_server.url + "/docs")
+        paths = browser.wait_for("document.querySelectorAll('#paths section').length >= 5 && [...document"
+                                 ".querySelectorAll('#paths section code')].map(c => c.textContent)",
+                                 "the endpoints listed")
+    assert "/v1/models/{name}/transcribe" in paths and "/health" in paths
 
 
 def _screenshot_path(tmp_path, name: str) -> Path:

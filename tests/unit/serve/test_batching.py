@@ -97,3 +97,22 @@ def test_a_cancelled_caller_is_not_computed():
 
     assert asyncio.run(main()).output == "kept"
     assert seen == [["kept"]]
+
+
+def test_a_lone_request_does_not_wait_for_company():
+    """With a wait of a minute, a request that finds the queue empty still runs at once; requests that
+    arrive together still share a batch."""
+    seen = []
+
+    async def main():
+        batcher = Batcher(lambda batch: seen.append(list(batch)) or batch, lambda x: 1.0,
+                          ServeLimits(max_wait_ms=60_000, max_batch_items=3), "lone")
+        batcher.start()
+        alone = await asyncio.wait_for(batcher.submit("alone"), timeout=30)  # would take 60 s if it waited
+        together = await asyncio.gather(*(batcher.submit(x) for x in "abc"))
+        await batcher.stop()
+        return alone, together
+
+    alone, together = asyncio.run(main())
+    assert alone.output == "alone" and alone.batch_items == 1
+    assert [r.output for r in together] == ["a", "b", "c"] and seen[-1] == ["a", "b", "c"]

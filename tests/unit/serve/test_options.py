@@ -42,3 +42,30 @@ def test_limits_must_be_positive():
     with pytest.raises(ValueError, match="max_wait_ms must be 0 or more"):
         ServeLimits(max_wait_ms=-1)
     assert ServeLimits(max_wait_ms=0).max_wait_ms == 0
+
+
+def test_the_options_defaults_are_the_limits_defaults():
+    from speechkit.serve.cli import ServeLimitsDefaults
+
+    defaults = ServeLimits()
+    for name, value in vars(ServeLimitsDefaults).items():
+        if not name.startswith("_"):
+            assert getattr(defaults, name) == value, name
+
+
+def test_tokens_are_redacted_from_every_log_record():
+    import logging
+
+    from speechkit.serve.protocol import RedactTokens
+
+    def redacted(message, *args):
+        record = logging.LogRecord("uvicorn.error", logging.INFO, "", 0, message, args, None)
+        assert RedactTokens("s3cret-token-value-1234").filter(record)
+        return record.getMessage()
+
+    assert redacted('%s - "WebSocket %s" [accepted]', "127.0.0.1:5", "/v1/stream?token=abc") == \
+        '127.0.0.1:5 - "WebSocket /v1/stream?token=[redacted]" [accepted]'
+    assert redacted("GET /?a=1&TOKEN=xyz HTTP/1.1") == "GET /?a=1&TOKEN=[redacted] HTTP/1.1"
+    assert redacted("header Authorization: Bearer abc.def") == "header Authorization: Bearer [redacted]"
+    assert redacted("saw s3cret-token-value-1234 in a path") == "saw [redacted] in a path"
+    assert redacted("nothing %d here", 5) == "nothing 5 here"
