@@ -1,0 +1,175 @@
+"""Load and write Whisper models in the Hugging Face ``transformers`` folder format.
+
+A folder (``openai/whisper-tiny`` ... ``openai/whisper-large-v3-turbo``, or one written by
+``save_pretrained``) holds ``config.json``, ``model.safetensors`` or ``pytorch_model.bin``,
+``generation_config.json`` (special tokens and suppression rules) and the tokenizer (``tokenizer.json``, or
+``vocab.json`` + ``merges.txt`` with ``added_tokens.json``). It may be a local path, a Hub repo id or a URL,
+fetched through speechkit's fetching (cache, file lock, offline mode, size limits); the JSON files are checked
+field by field before anything is built, and weights load as tensors only.
+
+Example:
+    >>> folder = load_whisper_folder("openai/whisper-tiny", savedir="pretrained/whisper-tiny")  # doctest: +SKIP
+    >>> folder.model.config.d_model                                                           # doctest: +SKIP
+    384
+    >>> export_whisper(folder, "exported/whisper-tiny")                                        # doctest: +SKIP
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from dataclasses import dataclass
+from typing import Optional, Union
+
+from speechkit.errors import CheckpointError, FetchError
+from speechkit.models.whisper.config import WhisperConfig
+from speechkit.models.whisper.generation_config import WhisperGenerationConfig
+from speechkit.models.whisper.huggingface import state_dict_from_huggingface, state_dict_to_huggingface
+from speechkit.models.whisper.model import WhisperModel
+from speechkit.models.whisper.tokenizer import WhisperTokenizer
+from speechkit.pretrained.fetching import fetch
+from speechkit.pretrained.huggingface_config import MAX_CONFIG_BYTES, read_json_config
+from speechkit.pretrained.limits import DEFAULT_LIMITS, SourceLimits
+from speechkit.pretrained.loading import load_weights, save_weights
+from speechkit.pretrained.whisper_config_check import check_generation_config, check_whisper_config
+
+WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
+#: Largest tokenizer file read (tokenizer.json of the multilingual models is about 2.5 MB).
+MAX_TOKENIZER_BYTES = 64 << 20
+
+
+@dataclass
+class WhisperFolder:
+    """What a Whisper folder holds, built: the model, its decoding rules and tokenizer, and the weights'
+    format (``"safetensors"`` or ``"bin"``, which :func:`export_whisper` writes back by default)."""
+
+    model: WhisperModel
+    generation: WhisperGenerationConfig
+    tokenizer: Optional[WhisperTokenizer]
+    weights_format: str
+    files: dict
+
+
+def load_whisper_folder(source, savedir=None, *, revision: Optional[str] = None, allow_network: bool = True,
+                        cache_dir=None, limits: Optional[SourceLimits] = None,
+                        force_download: bool = False, local: Optional[bool] = None) -> WhisperFolder:
+    """Fetch and build a Whisper folder.
+
+    Arguments:
+        source: a local folder, a Hub repo id, a URL or a ``FetchSource``.
+        savedir: where fetched files appear (default: in place / the cache).
+        limits: size bounds on remote files (default :data:`DEFAULT_LIMITS`).
+
+    Raises:
+        FetchError: a required file is missing (``config.json``, the weights, ``generation_config.json``).
+        CheckpointError: a JSON file out of bounds or of the wrong type (naming file and key), an unsupported
+            variant, or weights that do not fit the config.
+    """
+    limits = limits or DEFAULT_LIMITS
+    strategy = "symlink" if savedir is not None else "in_place"
+    options = dict(savedir=savedir, strategy=strategy, revision=revision, allow_network=allow_network,
+                   cache_dir=cache_dir, force_download=force_download)
+
+    def get(name: str, max_bytes: int):
+        return fetch(name, source, max_bytes=max_bytes, **options)
+
+    def optional(name: str, max_bytes: int):
+        try:
+            return get(name, max_bytes)
+        except FetchError:
+            return None
+
+    files = {}
+    files["config.json"] = get("config.json", MAX_CONFIG_BYTES)
+    hf_config = read_json_config(files["config.json"], str(files["config.json"]))
+    check_whisper_config(hf_config, str(files["config.json"]))
+    config = WhisperConfig.from_huggingface(hf_config, str(files["config.json"]))
+
+    path = optional("generation_config.json", MAX_CONFIG_BYTES)
+    if path is None:
+        raise FetchError(f"{source}: no generation_config.json (Whisper's special tokens and suppression rules "
+                         "are read from it)")
+    files["generation_config.json"] = path
+    generation_dict = read_json_config(path, str(path))
+    check_generation_config(generation_dict, config.vocab_size, str(path))
+    generation = WhisperGenerationConfig.from_dict(generation_dict, config, str(path))
+
+    weights_path, weights_format = None, None
+    for name in WEIGHT_FILES:
+        weights_path = optional(name, limits.max_file_bytes)
+        if weights_path is not None:
+            weights_format = "safetensors" if name.endswith(".safetensors") else "bin"
+            files[name] = weights_path
+            break
+    if weights_path is None:
+        raise FetchError(f"{source}: no model.safetensors or pytorch_model.bin")
+    model = WhisperModel(config)
+    load_whisper_weights(model, load_weights(weights_path), str(weights_path))
+
+    tokenizer = None
+    tokenizer_json = optional("tokenizer.json", MAX_TOKENIZER_BYTES)
+    if tokenizer_json is not None:
+        files["tokenizer.json"] = tokenizer_json
+        tokenizer = WhisperTokenizer.from_file(tokenizer_json)
+    else:
+        vocab, merges = optional("vocab.json", MAX_TOKENIZER_BYTES), optional("merges.txt", MAX_TOKENIZER_BYTES)
+        if vocab is not None and merges is not None:
+            added = optional("added_tokens.json", MAX_TOKENIZER_BYTES)
+            files.update({"vocab.json": vocab, "merges.txt": merges})
+            if added is not None:
+                files["added_tokens.json"] = added
+            tokenizer = WhisperTokenizer.from_vocab_merges(vocab, merges, added)
+    for name in ("tokenizer_config.json", "preprocessor_config.json", "special_tokens_map.json",
+                 "normalizer.json"):
+        path = optional(name, MAX_TOKENIZER_BYTES)
+        if path is not None:
+            files[name] = path
+    return WhisperFolder(model.eval(), generation, tokenizer, weights_format, files)
+
+
+def load_whisper_weights(model: WhisperModel, hf_state: dict, where: str) -> None:
+    """Put a transformers state into ``model``; any missing, unexpected or mis-shaped tensor raises
+    :class:`CheckpointError` naming ``where``."""
+    ours = state_dict_from_huggingface(hf_state, model.config.tie_word_embeddings)
+    expected = model.state_dict()
+    if "encoder.embed_positions.weight" not in ours:  # fixed sinusoids: some exports leave them out
+        ours["encoder.embed_positions.weight"] = expected["encoder.embed_positions.weight"]
+    missing = sorted(set(expected) - set(ours))
+    unexpected = sorted(set(ours) - set(expected))
+    wrong = sorted(f"{key} {tuple(ours[key].shape)} (config: {tuple(expected[key].shape)})"
+                   for key in set(ours) & set(expected) if ours[key].shape != expected[key].shape)
+    if missing or unexpected or wrong:
+        raise CheckpointError(f"{where}: does not fit the Whisper model of its config.json (missing "
+                              f"{missing[:5]}, unexpected {unexpected[:5]}, wrong shape {wrong[:5]})")
+    model.load_state_dict({key: tensor.float() for key, tensor in ours.items()})
+
+
+def export_whisper(folder: Union[WhisperFolder, WhisperModel], path: Union[str, os.PathLike],
+                   weights_format: Optional[str] = None) -> str:
+    """Write a folder ``transformers`` loads: ``config.json``, the weights (``model.safetensors``, or
+    ``pytorch_model.bin`` with ``weights_format="bin"``; default: the format it was loaded from), and, for a
+    :class:`WhisperFolder`, its generation config and tokenizer files. The config is renamed into place last,
+    so a half-written folder never looks complete. Returns the path."""
+    model = folder.model if isinstance(folder, WhisperFolder) else folder
+    weights_format = weights_format or (folder.weights_format if isinstance(folder, WhisperFolder)
+                                        else "safetensors")
+    if weights_format not in ("safetensors", "bin"):
+        raise ValueError(f"weights_format must be 'safetensors' or 'bin', got {weights_format!r}")
+    os.makedirs(path, exist_ok=True)
+    hf_state = state_dict_to_huggingface(model.state_dict(), model.config.tie_word_embeddings)
+    save_weights(hf_state, os.path.join(path, "model.safetensors" if weights_format == "safetensors"
+                                        else "pytorch_model.bin"))
+    if isinstance(folder, WhisperFolder):
+        with open(os.path.join(path, "generation_config.json"), "w", encoding="utf-8") as handle:
+            json.dump(folder.generation.to_dict(), handle, indent=2)
+        for name, source in folder.files.items():
+            if name.startswith(("tokenizer", "vocab", "merges", "added_tokens", "special_tokens", "preprocessor",
+                                "normalizer")):
+                destination = os.path.join(path, name)
+                if not (os.path.exists(destination) and os.path.samefile(source, destination)):
+                    shutil.copyfile(source, destination)
+    temporary = os.path.join(path, f".config.json.tmp{os.getpid()}")
+    with open(temporary, "w", encoding="utf-8") as handle:
+        json.dump(model.config.to_huggingface(), handle, indent=2)
+    os.replace(temporary, os.path.join(path, "config.json"))
+    return os.fspath(path)
