@@ -61,7 +61,7 @@ def generation_config(ids: dict, max_length: int = 448, **overrides) -> dict:
 def build_whisper_folder(folder: str, *, d_model: int = 64, encoder_layers: int = 2, decoder_layers: int = 2,
                          heads: int = 4, ffn: int = 128, num_mel_bins: int = 80, max_source_positions: int = 1500,
                          max_target_positions: int = 448, safe_serialization: bool = True, seed: int = 0,
-                         generation_overrides: dict | None = None):
+                         generation_overrides: dict | None = None, weight_std: float = 0.1, eos_scale: float = 1.0):
     """Write a random ``WhisperForConditionalGeneration`` folder; returns ``(hf_model, ids)``."""
     import torch
     from transformers import WhisperConfig, WhisperForConditionalGeneration
@@ -78,8 +78,16 @@ def build_whisper_folder(folder: str, *, d_model: int = 64, encoder_layers: int 
     with torch.no_grad():  # larger weights than the default init: confident, varied decisions
         for name, parameter in model.named_parameters():
             if parameter.dim() >= 2 and "embed_positions" not in name:
-                parameter.normal_(0.0, 0.2 if "embed_tokens" in name else 0.08)
-    model.save_pretrained(folder, safe_serialization=safe_serialization)
+                parameter.normal_(0.0, weight_std)
+        # A stronger end-of-text row: transcripts of varied lengths, not all cut at the length limit.
+        model.model.decoder.embed_tokens.weight[ids["eot"]] *= eos_scale
+    model.save_pretrained(folder)
+    if not safe_serialization:  # the older checkpoints' format (recent transformers writes only safetensors)
+        from safetensors.torch import load_file
+
+        weights = os.path.join(folder, "model.safetensors")
+        torch.save(load_file(weights), os.path.join(folder, "pytorch_model.bin"))
+        os.remove(weights)
     with open(os.path.join(folder, "generation_config.json"), "w", encoding="utf-8") as handle:
         json.dump(generation_config(ids, **(generation_overrides or {})), handle, indent=2)
     from transformers import GenerationConfig

@@ -44,11 +44,11 @@ def greedy_search(decoder, states: torch.Tensor, prompt: list, rules: TokenRules
     Arguments:
         decoder: a :class:`WhisperDecoder`.
         states: (batch, frames, d_model) encoder states.
-        prompt: the first tokens (same for every item).
+        prompt: the first tokens: one list for every item, or one list per item (of one length).
         max_length: most tokens in all, prompt included.
     """
     batch = states.shape[0]
-    tokens = torch.tensor(prompt, dtype=torch.long, device=states.device).expand(batch, -1).contiguous()
+    tokens = _prompt_rows(prompt, batch, states.device)
     cache = decoder.new_cache(states, capacity=max_length)
     logits = decoder.step(tokens, cache)
     finished = torch.zeros(batch, dtype=torch.bool, device=states.device)
@@ -67,7 +67,13 @@ def greedy_search(decoder, states: torch.Tensor, prompt: list, rules: TokenRules
         if bool(finished.all()) or tokens.shape[1] >= max_length:
             break
         logits = decoder.step(chosen[:, None], cache)
-    return _greedy_result(tokens[:, len(prompt):], taken_log_probs, eos)
+    return _greedy_result(tokens[:, _prompt_rows(prompt, batch, states.device).shape[1]:], taken_log_probs, eos)
+
+
+def _prompt_rows(prompt, batch: int, device) -> torch.Tensor:
+    """(batch, length) int64 prompt rows from one list (every item) or one list per item (same length)."""
+    rows = torch.as_tensor(prompt, dtype=torch.long, device=device)
+    return rows.expand(batch, -1).contiguous() if rows.dim() == 1 else rows
 
 
 def _greedy_result(generated: torch.Tensor, taken_log_probs: list, eos: int) -> SearchResult:
@@ -95,11 +101,12 @@ def beam_search(decoder, states: torch.Tensor, prompt: list, rules: TokenRules, 
     ones (measured at the current length), or at ``max_length``."""
     batch, beams = states.shape[0], beam_size
     device = states.device
-    prompt_length = len(prompt)
+    prompt_rows = _prompt_rows(prompt, batch, device)
+    prompt_length = prompt_rows.shape[1]
     keep = 2 * beams
     states = states.repeat_interleave(beams, dim=0)
     running = torch.full((batch, beams, max_length), pad, dtype=torch.long, device=device)
-    running[:, :, :prompt_length] = torch.tensor(prompt, dtype=torch.long, device=device)
+    running[:, :, :prompt_length] = prompt_rows[:, None, :]
     finished_sequences = running.clone()
     running_scores = torch.zeros(batch, beams, device=device)
     running_scores[:, 1:] = NEG
