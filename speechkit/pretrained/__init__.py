@@ -30,6 +30,9 @@ _LAZY = {
     "load_encoder": "speechkit.pretrained.huggingface_encoders",
     "export_encoder": "speechkit.pretrained.huggingface_encoders",
     "export_wav2vec2": "speechkit.pretrained.huggingface_wav2vec2",
+    "WhisperASR": "speechkit.pretrained.whisper_asr",
+    "load_whisper_folder": "speechkit.pretrained.huggingface_whisper",
+    "export_whisper": "speechkit.pretrained.huggingface_whisper",
 }
 
 

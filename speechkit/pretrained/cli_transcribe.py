@@ -45,6 +45,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="Transcribe as a live stream: chunk by chunk, printing partial transcripts.")
     parser.add_argument("--chunk-ms", type=number(float, 0.0, above=True), default=320.0,
                         help="Chunk length for --stream (ms).")
+    parser.add_argument("--whisper", action="store_true",
+                        help="The source is a Hugging Face Whisper folder (detected for local folders).")
+    parser.add_argument("--language", default=None, help="Whisper: language code or name (default: detect).")
+    parser.add_argument("--task", choices=["transcribe", "translate"], default=None,
+                        help="Whisper: the task.")
+    parser.add_argument("--beam-size", type=number(int, 1), default=1, help="Whisper: beams (1: greedy).")
+    parser.add_argument("--timestamps", action="store_true", help="Whisper: predict timestamps.")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -52,8 +59,18 @@ def run(args: argparse.Namespace) -> int:
 
     from speechkit.pretrained.fetching import FetchSource
     from speechkit.pretrained.interfaces import Pretrained
+    from speechkit.pretrained.whisper_asr import WhisperASR, is_whisper_folder
 
     source = FetchSource(args.kind, args.source) if args.kind else args.source
+    if args.whisper or is_whisper_folder(source):  # a transformers Whisper folder, not a speechkit one
+        model = WhisperASR.from_hparams(source, savedir=args.savedir, run_opts={"device": args.device},
+                                        revision=args.revision, allow_network=not args.offline,
+                                        force_download=args.refresh)
+        for path in args.audio:
+            text = model.transcribe_file(path, language=args.language, task=args.task,
+                                         beam_size=args.beam_size, timestamps=args.timestamps)
+            print(f"{path}\t{text}", flush=True)
+        return 0
     model = Pretrained.from_hparams(source, savedir=args.savedir, run_opts={"device": args.device},
                                     revision=args.revision, allow_network=not args.offline,
                                     trust_remote_code=args.trust_remote_code, allow=args.allow,

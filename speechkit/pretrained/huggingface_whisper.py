@@ -8,10 +8,10 @@ fetched through speechkit's fetching (cache, file lock, offline mode, size limit
 field by field before anything is built, and weights load as tensors only.
 
 Example:
-    >>> folder = load_whisper_folder("openai/whisper-tiny", savedir="pretrained/whisper-tiny")  # doctest: +SKIP
-    >>> folder.model.config.d_model                                                           # doctest: +SKIP
+    >>> folder = load_whisper_folder("openai/whisper-tiny", savedir="whisper-tiny")  # doctest: +SKIP
+    >>> folder.model.config.d_model                                                 # doctest: +SKIP
     384
-    >>> export_whisper(folder, "exported/whisper-tiny")                                        # doctest: +SKIP
+    >>> export_whisper(folder, "exported/whisper-tiny")                              # doctest: +SKIP
 """
 from __future__ import annotations
 
@@ -87,8 +87,8 @@ def load_whisper_folder(source, savedir=None, *, revision: Optional[str] = None,
 
     path = optional("generation_config.json", MAX_CONFIG_BYTES)
     if path is None:
-        raise FetchError(f"{source}: no generation_config.json (Whisper's special tokens and suppression rules "
-                         "are read from it)")
+        raise FetchError(f"{source}: no generation_config.json (Whisper's special tokens and suppression "
+                         "rules are read from it)")
     files["generation_config.json"] = path
     generation_dict = read_json_config(path, str(path))
     check_generation_config(generation_dict, config.vocab_size, str(path))
@@ -112,7 +112,8 @@ def load_whisper_folder(source, savedir=None, *, revision: Optional[str] = None,
         files["tokenizer.json"] = tokenizer_json
         tokenizer = WhisperTokenizer.from_file(tokenizer_json)
     else:
-        vocab, merges = optional("vocab.json", MAX_TOKENIZER_BYTES), optional("merges.txt", MAX_TOKENIZER_BYTES)
+        vocab, merges = optional("vocab.json", MAX_TOKENIZER_BYTES), optional("merges.txt",
+                                                                              MAX_TOKENIZER_BYTES)
         if vocab is not None and merges is not None:
             added = optional("added_tokens.json", MAX_TOKENIZER_BYTES)
             files.update({"vocab.json": vocab, "merges.txt": merges})
@@ -163,7 +164,8 @@ def export_whisper(folder: Union[WhisperFolder, WhisperModel], path: Union[str, 
         with open(os.path.join(path, "generation_config.json"), "w", encoding="utf-8") as handle:
             json.dump(folder.generation.to_dict(), handle, indent=2)
         for name, source in folder.files.items():
-            if name.startswith(("tokenizer", "vocab", "merges", "added_tokens", "special_tokens", "preprocessor",
+            if name.startswith(("tokenizer", "vocab", "merges", "added_tokens", "special_tokens",
+                                "preprocessor",
                                 "normalizer")):
                 destination = os.path.join(path, name)
                 if not (os.path.exists(destination) and os.path.samefile(source, destination)):

@@ -21,7 +21,8 @@ MAX_PARAMETERS = 4_000_000_000
 
 FIELDS = {
     "vocab_size": (INT, 1, 1_000_000), "num_mel_bins": (INT, 1, 512), "d_model": (INT, 1, 8192),
-    "encoder_layers": (INT, 0, 256), "decoder_layers": (INT, 1, 256), "encoder_attention_heads": (INT, 1, 512),
+    "encoder_layers": (INT, 0, 256), "decoder_layers": (INT, 1, 256), "encoder_attention_heads": (INT, 1,
+                                                                                                  512),
     "decoder_attention_heads": (INT, 1, 512), "encoder_ffn_dim": (INT, 1, 65536),
     "decoder_ffn_dim": (INT, 1, 65536), "max_source_positions": (INT, 1, 100_000),
     "max_target_positions": (INT, 2, 100_000), "dropout": (FLOAT, 0.0, 1.0),
@@ -34,7 +35,8 @@ TOKEN_KEYS = ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_tok
 
 GENERATION_INT_FIELDS = {
     "decoder_start_token_id": (0, 1_000_000), "no_timestamps_token_id": (0, 1_000_000),
-    "prev_sot_token_id": (0, 1_000_000), "max_length": (1, 100_000), "max_initial_timestamp_index": (0, 100_000),
+    "prev_sot_token_id": (0, 1_000_000), "max_length": (1, 100_000), "max_initial_timestamp_index": (0,
+                                                                                                     100_000),
     "pad_token_id": (0, 1_000_000),
 }
 GENERATION_LIST_FIELDS = ("suppress_tokens", "begin_suppress_tokens")
@@ -47,7 +49,8 @@ def check_whisper_config(config: dict, where: str) -> None:
     if not isinstance(config, dict):
         raise CheckpointError(f"{where}: must hold a JSON object, got a JSON {_json_kind(config)}")
     if config.get("model_type", "whisper") != "whisper":
-        raise CheckpointError(f"{where}: key 'model_type' is {_shown(config.get('model_type'))}, not \"whisper\"")
+        raise CheckpointError(f"{where}: key 'model_type' is {_shown(config.get('model_type'))}, "
+                              "not \"whisper\"")
     for key, (kind, low, high) in FIELDS.items():
         if config.get(key) is not None:
             _check_value(config[key], kind, low, high, where, key)
@@ -66,8 +69,8 @@ def check_whisper_config(config: dict, where: str) -> None:
     parameters = estimated_parameters(config)
     if parameters > MAX_PARAMETERS:
         raise CheckpointError(f"{where}: describes a model of about {parameters:.3g} parameters (d_model, "
-                              f"*_layers, *_ffn_dim, vocab_size), more than {MAX_PARAMETERS:.3g}; refused before "
-                              "building it")
+                              f"*_layers, *_ffn_dim, vocab_size), more than {MAX_PARAMETERS:.3g}; refused "
+                              "before building it")
 
 
 def estimated_parameters(config: dict) -> int:
@@ -91,11 +94,13 @@ def check_generation_config(config: dict, vocab_size: int, where: str) -> None:
             _check_value(config[key], INT, low, high, where, key)
     for key in ("decoder_start_token_id", "no_timestamps_token_id", "prev_sot_token_id", "pad_token_id"):
         if config.get(key) is not None and config[key] >= vocab_size:
-            raise CheckpointError(f"{where}: key '{key}' is {config[key]}, outside the vocabulary of {vocab_size}")
+            raise CheckpointError(f"{where}: key '{key}' is {config[key]}, outside the vocabulary of "
+                                  f"{vocab_size}")
     eos = config.get("eos_token_id")
     if eos is not None:
         for index, value in enumerate(eos if isinstance(eos, list) else [eos]):
-            _check_value(value, INT, 0, vocab_size - 1, where, f"eos_token_id[{index}]" if isinstance(eos, list)
+            _check_value(value, INT, 0, vocab_size - 1, where, f"eos_token_id[{index}]" if isinstance(eos,
+                                                                                                      list)
                          else "eos_token_id")
     for key in GENERATION_LIST_FIELDS:
         values = config.get(key)

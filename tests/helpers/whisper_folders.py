@@ -19,7 +19,8 @@ def build_tokenizer(folder: str, merges: int = 200) -> dict:
     tokenizer = Tokenizer(models.BPE())
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=256 + merges, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    trainer = trainers.BpeTrainer(vocab_size=256 + merges,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
                                   show_progress=False)
     tokenizer.train_from_iterator([TEXT] * 20, trainer)
     specials = (["<|endoftext|>", "<|startoftranscript|>"] + [f"<|{code}|>" for code in LANGUAGE_CODES]
@@ -59,16 +60,19 @@ def generation_config(ids: dict, max_length: int = 448, **overrides) -> dict:
 
 
 def build_whisper_folder(folder: str, *, d_model: int = 64, encoder_layers: int = 2, decoder_layers: int = 2,
-                         heads: int = 4, ffn: int = 128, num_mel_bins: int = 80, max_source_positions: int = 1500,
-                         max_target_positions: int = 448, safe_serialization: bool = True, seed: int = 0,
-                         generation_overrides: dict | None = None, weight_std: float = 0.1, eos_scale: float = 1.0):
+                         heads: int = 4, ffn: int = 128, num_mel_bins: int = 80,
+                         max_source_positions: int = 1500, max_target_positions: int = 448,
+                         safe_serialization: bool = True, seed: int = 0,
+                         generation_overrides: dict | None = None, weight_std: float = 0.1,
+                         eos_scale: float = 1.0):
     """Write a random ``WhisperForConditionalGeneration`` folder; returns ``(hf_model, ids)``."""
     import torch
     from transformers import WhisperConfig, WhisperForConditionalGeneration
 
     ids = build_tokenizer(folder)
     config = WhisperConfig(
-        vocab_size=ids["vocab_size"], num_mel_bins=num_mel_bins, d_model=d_model, encoder_layers=encoder_layers,
+        vocab_size=ids["vocab_size"], num_mel_bins=num_mel_bins, d_model=d_model,
+        encoder_layers=encoder_layers,
         decoder_layers=decoder_layers, encoder_attention_heads=heads, decoder_attention_heads=heads,
         encoder_ffn_dim=ffn, decoder_ffn_dim=ffn, max_source_positions=max_source_positions,
         max_target_positions=max_target_positions, pad_token_id=ids["eot"], bos_token_id=ids["eot"],

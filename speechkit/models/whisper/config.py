@@ -4,7 +4,8 @@ Every published size (tiny ... large-v3, large-v3-turbo) is the same architectur
 has 4 decoder layers under a 32-layer encoder, large-v3 128 mel bins instead of 80.
 
 Example:
-    >>> config = WhisperConfig(d_model=64, encoder_layers=2, decoder_layers=1, encoder_heads=4, decoder_heads=4)
+    >>> config = WhisperConfig(d_model=64, encoder_layers=2, decoder_layers=1, encoder_heads=4,
+    ...                        decoder_heads=4)
     >>> config.head_dim, config.num_frames
     (16, 3000)
 """
@@ -74,10 +75,11 @@ class WhisperConfig:
         return 2 * self.max_source_positions
 
     @classmethod
-    def from_huggingface(cls, hf_config: dict, where: str = "config.json") -> "WhisperConfig":
+    def from_huggingface(cls, hf_config: dict, where: str = "config.json") -> WhisperConfig:
         """The config of a transformers ``config.json`` dict (already checked for types and bounds)."""
         if hf_config.get("model_type", "whisper") != "whisper":
-            raise CheckpointError(f"{where}: key 'model_type' is {hf_config.get('model_type')!r}, not 'whisper'")
+            raise CheckpointError(f"{where}: key 'model_type' is {hf_config.get('model_type')!r}, "
+                                  "not 'whisper'")
         for key, expected in (("activation_function", "gelu"), ("scale_embedding", False)):
             if hf_config.get(key, expected) != expected:
                 raise CheckpointError(f"{where}: key '{key}' is {hf_config[key]!r}; only {expected!r} is "

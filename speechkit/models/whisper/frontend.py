@@ -89,8 +89,8 @@ class WhisperFrontEnd(torch.nn.Module):
             lengths = torch.full((wavs.shape[0],), wavs.shape[1], dtype=torch.int64)
         longest = int(lengths.max()) if lengths.numel() else 0
         if longest > CHUNK_SAMPLES:
-            raise ValueError(f"WhisperFrontEnd: an item of {longest} samples is longer than 30 s; transcribe it "
-                             "with long-form transcription")
+            raise ValueError(f"WhisperFrontEnd: an item of {longest} samples is longer than 30 s; "
+                             "transcribe it with long-form transcription")
         padded = wavs.new_zeros(wavs.shape[0], CHUNK_SAMPLES, dtype=torch.float32)
         positions = torch.arange(min(wavs.shape[1], CHUNK_SAMPLES), device=wavs.device)
         valid = positions[None, :] < lengths.to(wavs.device)[:, None]

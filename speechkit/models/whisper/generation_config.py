@@ -44,7 +44,8 @@ class WhisperGenerationConfig:
 
     @classmethod
     def from_dict(cls, values: dict, config=None, where: str = "generation_config.json"):
-        """From a ``generation_config.json`` dict already checked for types and bounds; ``config``: the model's
+        """From a ``generation_config.json`` dict already checked for types and bounds; ``config``: the
+        model's
         :class:`WhisperConfig` (for its token ids and ``max_target_positions``)."""
         eos = values.get("eos_token_id", getattr(config, "eos_token_id", 50257))
         eos = eos[0] if isinstance(eos, list) else eos
@@ -71,8 +72,8 @@ class WhisperGenerationConfig:
         if forced is not None and not (isinstance(forced, list) and all(
                 isinstance(pair, list) and len(pair) == 2 and isinstance(pair[0], int)
                 and (pair[1] is None or isinstance(pair[1], int)) for pair in forced)):
-            raise CheckpointError(f"{where}: key 'forced_decoder_ids' must be a list of [position, token id or "
-                                  "null] pairs")
+            raise CheckpointError(f"{where}: key 'forced_decoder_ids' must be a list of [position, "
+                                  "token id or null] pairs")
         return built
 
     def to_dict(self) -> dict:
@@ -84,7 +85,8 @@ class WhisperGenerationConfig:
         return None if self.no_timestamps_token_id is None else self.no_timestamps_token_id + 1
 
     def language_token(self, language: str) -> int:
-        """The token id of ``language`` (a code, a name or ``<|code|>``); raises ValueError naming the languages
+        """The token id of ``language`` (a code, a name or ``<|code|>``); raises ValueError naming the
+        languages
         this model has."""
         if language in self.lang_to_id:
             return self.lang_to_id[language]
@@ -112,7 +114,8 @@ class WhisperGenerationConfig:
         if language is not None and not self.lang_to_id:
             raise ValueError("the model's generation_config.json has no languages (lang_to_id)")
         if timestamps and self.no_timestamps_token_id is None:
-            raise ValueError("the model's generation_config.json has no no_timestamps_token_id: no timestamps")
+            raise ValueError("the model's generation_config.json has no no_timestamps_token_id: "
+                             "no timestamps")
 
     def initial_tokens(self, language: Optional[str], task: Optional[str], timestamps: bool,
                        detected: Optional[int] = None) -> list:

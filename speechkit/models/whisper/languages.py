@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from typing import Optional
 
-_TABLE = """en english|zh chinese|de german|es spanish|ru russian|ko korean|fr french|ja japanese|pt portuguese|
-tr turkish|pl polish|ca catalan|nl dutch|ar arabic|sv swedish|it italian|id indonesian|hi hindi|fi finnish|
-vi vietnamese|he hebrew|uk ukrainian|el greek|ms malay|cs czech|ro romanian|da danish|hu hungarian|ta tamil|
+_TABLE = """en english|zh chinese|de german|es spanish|ru russian|ko korean|fr french|ja japanese|
+pt portuguese|tr turkish|pl polish|ca catalan|nl dutch|ar arabic|sv swedish|it italian|id indonesian|
+hi hindi|fi finnish|vi vietnamese|he hebrew|uk ukrainian|el greek|ms malay|cs czech|ro romanian|
+da danish|hu hungarian|ta tamil|
 no norwegian|th thai|ur urdu|hr croatian|bg bulgarian|lt lithuanian|la latin|mi maori|ml malayalam|cy welsh|
 sk slovak|te telugu|fa persian|lv latvian|bn bengali|sr serbian|az azerbaijani|sl slovenian|kn kannada|
 et estonian|mk macedonian|br breton|eu basque|is icelandic|hy armenian|ne nepali|mn mongolian|bs bosnian|

@@ -1,4 +1,5 @@
-"""The Whisper encoder-decoder: log-mel frames -> encoder states; tokens + encoder states -> next-token logits.
+"""The Whisper encoder-decoder: log-mel frames -> encoder states; tokens + encoder states -> next-token
+logits.
 
 Module and parameter names follow the ``transformers`` checkpoints' (``encoder.layers.0.self_attn.q_proj``)
 without their ``model.`` prefix, so loading and writing a folder is a prefix change
@@ -11,7 +12,7 @@ one token's work.
 
 Example:
     >>> import torch
-    >>> config = WhisperConfig(vocab_size=100, d_model=32, encoder_layers=1, decoder_layers=1,
+    >>> config = WhisperConfig(vocab_size=100, d_model=32, encoder_layers=1, decoder_layers=1, pad_token_id=0,
     ...                        encoder_heads=2, decoder_heads=2, encoder_ffn_dim=64, decoder_ffn_dim=64)
     >>> model = WhisperModel(config).eval()
     >>> states = model.encoder(torch.zeros(1, 80, 3000))
@@ -202,7 +203,8 @@ class WhisperDecoder(nn.Module):
         self._check_length(length)
         mask = torch.ones(length, length, dtype=torch.bool, device=tokens.device).tril()[None, None]
         if lengths is not None:
-            keys_valid = torch.arange(length, device=tokens.device)[None, :] < lengths.to(tokens.device)[:, None]
+            keys_valid = torch.arange(length, device=tokens.device)[None,
+                                                                    :] < lengths.to(tokens.device)[:, None]
             mask = mask & keys_valid[:, None, None, :]
         x = self.embed_tokens(tokens) + self.embed_positions.weight[:length]
         x = F.dropout(x, self.config.dropout, self.training)

@@ -7,8 +7,8 @@ generated tokens (prompt and end of text left out) and the sum of their log-prob
 tokens taken, at temperature 1; beam: the finished beam's length-normalised score).
 
 Example:
-    >>> result = greedy_search(model.decoder, states, prompt, rules, eos=50257, max_length=448)  # doctest: +SKIP
-    >>> result.tokens[0]                                                                          # doctest: +SKIP
+    >>> result = greedy_search(model.decoder, states, prompt, rules, 50257, 50257, 448)  # doctest: +SKIP
+    >>> result.tokens[0]                                                                  # doctest: +SKIP
     [50364, 440, 1029, 50414]
 """
 from __future__ import annotations
@@ -67,7 +67,8 @@ def greedy_search(decoder, states: torch.Tensor, prompt: list, rules: TokenRules
         if bool(finished.all()) or tokens.shape[1] >= max_length:
             break
         logits = decoder.step(chosen[:, None], cache)
-    return _greedy_result(tokens[:, _prompt_rows(prompt, batch, states.device).shape[1]:], taken_log_probs, eos)
+    return _greedy_result(tokens[:, _prompt_rows(prompt, batch, states.device).shape[1]:],
+                          taken_log_probs, eos)
 
 
 def _prompt_rows(prompt, batch: int, device) -> torch.Tensor:

@@ -26,8 +26,8 @@ def _tokenizers():
     try:
         import tokenizers
     except ImportError:  # an optional extra
-        raise ImportError("Whisper's tokenizer needs the tokenizers package: pip install 'speechkit[whisper]'") \
-            from None
+        raise ImportError("Whisper's tokenizer needs the tokenizers package: "
+                          "pip install 'speechkit[whisper]'") from None
     return tokenizers
 
 
@@ -48,7 +48,7 @@ class WhisperTokenizer:
         self.timestamp_begin = tokenizer.token_to_id("<|0.00|>")
 
     @classmethod
-    def from_file(cls, path) -> "WhisperTokenizer":
+    def from_file(cls, path) -> WhisperTokenizer:
         """From a ``tokenizer.json``; a file ``tokenizers`` cannot read raises :class:`CheckpointError`."""
         tokenizers = _tokenizers()
         try:
@@ -59,7 +59,7 @@ class WhisperTokenizer:
             raise CheckpointError(f"{path}: not a readable tokenizer.json ({str(error)[:200]})") from None
 
     @classmethod
-    def from_vocab_merges(cls, vocab_path, merges_path, added_tokens_path=None) -> "WhisperTokenizer":
+    def from_vocab_merges(cls, vocab_path, merges_path, added_tokens_path=None) -> WhisperTokenizer:
         """From ``vocab.json`` + ``merges.txt`` (GPT-2 style byte-level BPE) and ``added_tokens.json``
         (token -> id, the special and timestamp tokens)."""
         tokenizers = _tokenizers()
@@ -82,9 +82,10 @@ class WhisperTokenizer:
             for token, index in sorted(added.items(), key=lambda item: item[1]):
                 if tokenizer.token_to_id(token) is not None:
                     continue
-                if index != tokenizer.get_vocab_size(with_added_tokens=True):
-                    raise CheckpointError(f"{added_tokens_path}: token {token!r} has id {index}, but the next free "
-                                          f"id is {tokenizer.get_vocab_size(with_added_tokens=True)}")
+                next_free = tokenizer.get_vocab_size(with_added_tokens=True)
+                if index != next_free:
+                    raise CheckpointError(f"{added_tokens_path}: token {token!r} has id {index}, but the "
+                                          f"next free id is {next_free}")
                 tokenizer.add_special_tokens([token])
         return cls(tokenizer, str(vocab_path))
 

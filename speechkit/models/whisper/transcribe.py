@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import math
 import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Optional, Sequence
+from typing import Optional
 
 import torch
 import torch.nn.functional as F
@@ -183,19 +184,21 @@ class WhisperTranscriber:
         limit = self.model.config.max_target_positions
         if options.max_new_tokens is not None:
             if options.max_new_tokens + prompt_length > limit:
-                raise ValueError(f"max_new_tokens {options.max_new_tokens} + a prompt of {prompt_length} tokens "
-                                 f"is more than the model's {limit} positions")
+                raise ValueError(f"max_new_tokens {options.max_new_tokens} + a prompt of {prompt_length} "
+                                 f"tokens is more than the model's {limit} positions")
             return prompt_length + options.max_new_tokens
         initial = min(limit // 2 - 1, prompt_length)
         return min(self.generation.max_length + initial, limit)
 
     def _rules(self, prompt_length: int, timestamps: bool) -> TokenRules:
         g = self.generation
-        return TokenRules(self.model.config.vocab_size, g.suppress_tokens, g.begin_suppress_tokens, prompt_length,
+        return TokenRules(self.model.config.vocab_size, g.suppress_tokens, g.begin_suppress_tokens,
+                          prompt_length,
                           g.timestamp_begin if timestamps else None, g.no_timestamps_token_id, g.eos_token_id,
                           g.max_initial_timestamp_index, device=self.device)
 
-    def _decode_with_fallback(self, states, prompts: list, options: DecodingOptions, timestamps: bool) -> tuple:
+    def _decode_with_fallback(self, states, prompts: list, options: DecodingOptions,
+                              timestamps: bool) -> tuple:
         """Decode every item; items that fail the thresholds are decoded again at the next temperature.
         Returns (tokens per item, temperature used per item)."""
         g = self.generation

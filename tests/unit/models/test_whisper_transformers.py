@@ -42,7 +42,8 @@ def test_logits_equal_transformers_on_padded_batches(tmp_path, layout):
     lengths = torch.tensor([9, 5, 2])
     mask = (torch.arange(9)[None] < lengths[:, None]).long()
     with torch.no_grad():
-        expected = hf_model(input_features=features, decoder_input_ids=tokens, decoder_attention_mask=mask).logits
+        expected = hf_model(input_features=features, decoder_input_ids=tokens,
+                            decoder_attention_mask=mask).logits
         ours = loaded.model(features, tokens, lengths)
     for row, length in enumerate(lengths.tolist()):
         torch.testing.assert_close(ours[row, :length], expected[row, :length], atol=1e-4, rtol=0)
@@ -94,7 +95,8 @@ def test_search_tokens_equal_generate(folder, language, timestamps, beams):
     transcriber = WhisperTranscriber(loaded.model, loaded.generation, loaded.tokenizer)
     features = _features(4)
     with torch.no_grad():
-        expected = hf_model.generate(features, language=language, return_timestamps=timestamps, num_beams=beams,
+        expected = hf_model.generate(features, language=language, return_timestamps=timestamps,
+                                     num_beams=beams,
                                      max_new_tokens=24, return_dict_in_generate=True,
                                      force_unique_generate_call=True).sequences
     options = DecodingOptions(language=language, timestamps=timestamps, beam_size=beams, max_new_tokens=24)
@@ -109,3 +111,26 @@ def test_search_tokens_equal_generate(folder, language, timestamps, beams):
         assert transcript.tokens == generated, (row, transcript.tokens, generated)
         if language is None:
             assert transcript.language == loaded.generation.language_of(reference[1])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("language", ["en", None])
+def test_long_form_tokens_equal_generate(folder, language):
+    path, hf_model, ids = folder
+    loaded = load_whisper_folder(path)
+    transcriber = WhisperTranscriber(loaded.model, loaded.generation, loaded.tokenizer)
+    generator = torch.Generator().manual_seed(3)
+    wave = torch.cat([torch.randn(16000 * 20, generator=generator) * 0.3,
+                      torch.sin(torch.arange(16000 * 25) * 0.03) * 0.5])  # 45 s
+    features = transformers.WhisperFeatureExtractor()(wave.numpy(), sampling_rate=16000, return_tensors="pt",
+                                                      truncation=False, padding="longest").input_features
+    with torch.no_grad():
+        expected = hf_model.generate(features, language=language, return_timestamps=True, max_new_tokens=24,
+                                     return_segments=True)
+    ours = transcriber.transcribe([wave], DecodingOptions(language=language, timestamps=True,
+                                                          max_new_tokens=24))[0]
+    reference = [segment["tokens"].tolist() for segment in expected["segments"][0]]
+    assert [segment.tokens for segment in ours.segments] == reference
+    for segment, theirs in zip(ours.segments, expected["segments"][0]):
+        assert segment.start == pytest.approx(float(theirs["start"]), abs=1e-6)
+        assert segment.end == pytest.approx(float(theirs["end"]), abs=1e-6)

@@ -1,0 +1,135 @@
+"""``WhisperASR``: transcribe and translate with a Hugging Face Whisper folder (``openai/whisper-tiny`` ...
+``openai/whisper-large-v3-turbo``) from a local path, a Hub repo id or a URL.
+
+Example:
+    >>> asr = WhisperASR.from_hparams("openai/whisper-tiny", savedir="whisper-tiny")  # doctest: +SKIP
+    >>> asr.transcribe_file("talk.flac", language="en")                              # doctest: +SKIP
+    ' Hello everyone, and welcome.'
+    >>> asr.transcribe_file("talk.flac", task="translate", beam_size=5)              # doctest: +SKIP
+
+Audio of any rate and channel count is read with speechkit's audio loading, averaged to mono and resampled to
+16 kHz; recordings longer than 30 s are transcribed in sequential 30 s windows with timestamps
+(:mod:`speechkit.models.whisper.transcribe`).
+"""
+from __future__ import annotations
+
+import os
+import pathlib
+from collections.abc import Sequence
+from typing import Optional
+
+import torch
+
+from speechkit.data import audio
+from speechkit.models.whisper.frontend import SAMPLE_RATE
+from speechkit.models.whisper.transcribe import DecodingOptions, WhisperTranscriber
+from speechkit.pretrained.fetching import FetchFrom, default_cache_dir, resolve_source
+from speechkit.pretrained.huggingface_whisper import WhisperFolder, load_whisper_folder
+from speechkit.pretrained.limits import SourceLimits
+
+
+class WhisperASR(torch.nn.Module):
+    """A Whisper folder, loaded, with the interfaces' transcription methods.
+
+    Arguments:
+        folder: a :class:`~speechkit.pretrained.huggingface_whisper.WhisperFolder`.
+        device: where the model runs.
+    """
+
+    sample_rate = SAMPLE_RATE
+
+    def __init__(self, folder: WhisperFolder, device="cpu"):
+        super().__init__()
+        if folder.tokenizer is None:
+            from speechkit.errors import CheckpointError
+
+            raise CheckpointError("the Whisper folder has no tokenizer.json (nor vocab.json + merges.txt)")
+        self.folder = folder
+        self.model = folder.model.to(device).eval()
+        self.device = torch.device(device)
+        self.transcriber = WhisperTranscriber(self.model, folder.generation, folder.tokenizer)
+
+    @classmethod
+    def from_hparams(cls, source, savedir=None, run_opts=None, revision: Optional[str] = None,
+                     allow_network: bool = True, cache_dir=None, force_download: bool = False,
+                     limits: Optional[SourceLimits] = None, **_ignored) -> WhisperASR:
+        """Fetch and load a Whisper folder (arguments as :meth:`speechkit.pretrained.Pretrained.from_hparams`;
+        a remote folder lands in ``<cache>/models/<source>`` unless ``savedir`` is given)."""
+        fetch_source = resolve_source(source)
+        if savedir is None and fetch_source.kind is not FetchFrom.LOCAL:
+            savedir = default_cache_dir() / "models" / "".join(c if c.isalnum() or c in "._-" else "--"
+                                                                for c in fetch_source.path)
+        folder = load_whisper_folder(fetch_source, savedir, revision=revision, allow_network=allow_network,
+                                     cache_dir=cache_dir, limits=limits, force_download=force_download)
+        device = (run_opts.get("device") if isinstance(run_opts, dict) else getattr(run_opts, "device",
+                                                                                    None)) \
+            if run_opts is not None else None
+        return cls(folder, device or "cpu")
+
+    def load_audio(self, path) -> torch.Tensor:
+        """(time,) float32 mono waveform at 16 kHz."""
+        waveform, rate = audio.read_with_rate(path)
+        if waveform.dim() == 2:
+            waveform = waveform.mean(dim=1)
+        if rate != self.sample_rate:
+            waveform = audio.resample(waveform, rate, self.sample_rate)
+        return waveform.to(torch.float32)
+
+    @torch.no_grad()
+    def transcribe_batch(self, wavs: torch.Tensor, lengths: Optional[torch.Tensor] = None, *,
+                         language=None, task: Optional[str] = None, timestamps: bool = False,
+                         beam_size: int = 1, **options) -> tuple:
+        """Transcribe a padded batch: wavs (batch, time) at 16 kHz, lengths (batch,) int64 samples.
+
+        Returns ``(texts, token_ids)``; ``options``: the other :class:`DecodingOptions` fields.
+        """
+        transcripts = self.transcribe_segments(wavs, lengths, language=language, task=task,
+                                               timestamps=timestamps, beam_size=beam_size, **options)
+        return [t.text for t in transcripts], [t.tokens for t in transcripts]
+
+    @torch.no_grad()
+    def transcribe_segments(self, wavs: torch.Tensor, lengths: Optional[torch.Tensor] = None,
+                            **options) -> list:
+        """Like :meth:`transcribe_batch`, returning :class:`~speechkit.models.whisper.transcribe.Transcript`
+        objects (text, tokens, language, timestamped segments)."""
+        if wavs.dim() == 1:
+            wavs = wavs.unsqueeze(0)
+        if lengths is None:
+            lengths = torch.full((wavs.shape[0],), wavs.shape[1], dtype=torch.int64)
+        lengths = torch.as_tensor(lengths)
+        if lengths.is_floating_point():
+            raise ValueError("lengths must be absolute int64 sample counts, not relative lengths")
+        items = [wavs[row, :int(length)] for row, length in enumerate(lengths.tolist())]
+        return self.transcriber.transcribe(items, DecodingOptions(**options))
+
+    def transcribe_file(self, path, **options) -> str:
+        """The text of one audio file (``options``: language, task, timestamps, beam_size, ...)."""
+        waveform = self.load_audio(path)
+        return self.transcribe_batch(waveform[None], torch.tensor([waveform.numel()]), **options)[0][0]
+
+    def forward(self, wavs: torch.Tensor, lengths: Optional[torch.Tensor] = None) -> tuple:
+        return self.transcribe_batch(wavs, lengths)
+
+
+def is_whisper_folder(source) -> bool:
+    """Whether a local ``source`` is a transformers Whisper folder (``config.json`` with ``model_type:
+    whisper`` and no ``hyperparams.yaml``). Remote sources: False (pass them to :class:`WhisperASR`)."""
+    try:
+        resolved = resolve_source(source)
+    except Exception:  # noqa: BLE001 (not a source at all: the caller's loader reports it)
+        return False
+    if resolved.kind is not FetchFrom.LOCAL:
+        return False
+    folder = pathlib.Path(os.path.expanduser(resolved.path))
+    config = folder / "config.json"
+    if (folder / "hyperparams.yaml").exists() or not config.is_file() or config.stat().st_size > 1 << 20:
+        return False
+    import json
+
+    try:
+        return json.loads(config.read_text(encoding="utf-8")).get("model_type") == "whisper"
+    except (ValueError, AttributeError, UnicodeDecodeError):
+        return False
+
+
+__all__: Sequence[str] = ["WhisperASR", "is_whisper_folder"]
