@@ -25,7 +25,7 @@ from speechkit.models.whisper.frontend import SAMPLE_RATE
 from speechkit.models.whisper.transcribe import DecodingOptions, WhisperTranscriber
 from speechkit.pretrained.fetching import FetchFrom, default_cache_dir, resolve_source
 from speechkit.pretrained.huggingface_whisper import WhisperFolder, load_whisper_folder
-from speechkit.pretrained.limits import SourceLimits
+from speechkit.pretrained.limits import DEFAULT_LIMITS, SourceLimits
 
 
 class WhisperASR(torch.nn.Module):
@@ -52,9 +52,11 @@ class WhisperASR(torch.nn.Module):
     @classmethod
     def from_hparams(cls, source, savedir=None, run_opts=None, revision: Optional[str] = None,
                      allow_network: bool = True, cache_dir=None, force_download: bool = False,
-                     limits: Optional[SourceLimits] = None, **_ignored) -> WhisperASR:
+                     limits: Optional[SourceLimits] = None, backend: str = "torch",
+                     **_ignored) -> WhisperASR:
         """Fetch and load a Whisper folder (arguments as :meth:`speechkit.pretrained.Pretrained.from_hparams`;
-        a remote folder lands in ``<cache>/models/<source>`` unless ``savedir`` is given)."""
+        a remote folder lands in ``<cache>/models/<source>`` unless ``savedir`` is given). ``backend="onnx"``
+        runs the graphs :func:`speechkit.export.whisper.export_whisper_onnx` wrote into the folder."""
         fetch_source = resolve_source(source)
         if savedir is None and fetch_source.kind is not FetchFrom.LOCAL:
             savedir = default_cache_dir() / "models" / "".join(c if c.isalnum() or c in "._-" else "--"
@@ -64,7 +66,22 @@ class WhisperASR(torch.nn.Module):
         device = (run_opts.get("device") if isinstance(run_opts, dict) else getattr(run_opts, "device",
                                                                                     None)) \
             if run_opts is not None else None
-        return cls(folder, device or "cpu")
+        built = cls(folder, device or "cpu")
+        if backend == "onnx":
+            from speechkit.export.whisper import FILES, OnnxWhisper
+            from speechkit.pretrained.fetching import fetch
+
+            limits = limits or DEFAULT_LIMITS
+            paths = [fetch(name, fetch_source, savedir, strategy="symlink" if savedir is not None else "in_place",
+                           revision=revision, allow_network=allow_network, cache_dir=cache_dir,
+                           max_bytes=limits.max_file_bytes, force_download=force_download)
+                     for name in FILES.values()]
+            runtime = OnnxWhisper(paths[0].parent, folder.model.config)
+            built.transcriber.encode_features = runtime.encode
+            built.transcriber.decoder = runtime
+        elif backend != "torch":
+            raise ValueError(f"backend must be 'torch' or 'onnx', got {backend!r}")
+        return built
 
     def load_audio(self, path) -> torch.Tensor:
         """(time,) float32 mono waveform at 16 kHz."""

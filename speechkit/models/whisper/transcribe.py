@@ -100,7 +100,10 @@ class WhisperTranscriber:
         self.generation = generation
         self.tokenizer = tokenizer
         self.frontend = WhisperFrontEnd(model.config.num_mel_bins)
-        self.encode_features = model.encoder  # replaced by an exported graph with backend="onnx"
+        # Replaced by exported graphs with backend="onnx" (speechkit.export.whisper): the searches only call
+        # decoder.new_cache and decoder.step.
+        self.encode_features = model.encoder
+        self.decoder = model.decoder
 
     @property
     def device(self) -> torch.device:
@@ -134,7 +137,7 @@ class WhisperTranscriber:
         """The most likely language token of each item of (batch, frames, d_model) encoder states, from the
         decoder's scores after ``<|startoftranscript|>`` restricted to language tokens."""
         start = torch.full((states.shape[0], 1), self.generation.decoder_start_token_id, device=states.device)
-        logits = self.model.decoder(start, states)[:, -1].float()
+        logits = self.decoder.step(start, self.decoder.new_cache(states, capacity=1)).float()
         is_language = torch.zeros(logits.shape[-1], dtype=torch.bool, device=logits.device)
         is_language[list(self.generation.lang_to_id.values())] = True
         return logits.masked_fill(~is_language, float("-inf")).argmax(-1).tolist()
@@ -213,11 +216,11 @@ class WhisperTranscriber:
             index = torch.tensor(pending, device=states.device)
             rows = [prompts[i] for i in pending]
             if temperature > 0 or options.beam_size <= 1:
-                found = greedy_search(self.model.decoder, states.index_select(0, index), rows, rules,
+                found = greedy_search(self.decoder, states.index_select(0, index), rows, rules,
                                       g.eos_token_id, g.pad_token_id, max_length, temperature, generator)
                 log_probs = [sum(values) / max(1, len(values)) for values in found.token_log_probs]
             else:
-                found = beam_search(self.model.decoder, states.index_select(0, index), rows, rules,
+                found = beam_search(self.decoder, states.index_select(0, index), rows, rules,
                                     g.eos_token_id, g.pad_token_id, max_length, options.beam_size,
                                     options.length_penalty)
                 log_probs = found.scores

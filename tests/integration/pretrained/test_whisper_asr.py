@@ -154,3 +154,22 @@ def test_speechkit_transcribe_takes_a_whisper_folder(whisper_folder, tmp_path):
                           timeout=300)
     assert done.returncode == 0, done.stderr
     assert done.stdout == f"{path}\t{expected}\n"
+
+
+@pytest.mark.slow
+def test_onnx_graphs_equal_pytorch_and_give_the_same_tokens(whisper_folder, tmp_path):
+    pytest.importorskip("onnxruntime")
+    from speechkit.export.whisper import export_whisper_onnx
+
+    for name in os.listdir(whisper_folder):
+        (tmp_path / name).write_bytes((whisper_folder / name).read_bytes())
+    torch_asr = WhisperASR.from_hparams(str(tmp_path))
+    differences = export_whisper_onnx(torch_asr.model, tmp_path)
+    assert set(differences) == {"whisper_encoder", "whisper_cross", "whisper_decoder_step"}
+    onnx_asr = WhisperASR.from_hparams(str(tmp_path), backend="onnx")
+    generator = torch.Generator().manual_seed(6)
+    wavs = torch.randn(2, 20000, generator=generator) * 0.3
+    lengths = torch.tensor([20000, 12000])
+    for options in (dict(language="en"), dict(timestamps=True, beam_size=2), dict()):
+        assert onnx_asr.transcribe_batch(wavs, lengths, **options) == \
+            torch_asr.transcribe_batch(wavs, lengths, **options)
