@@ -54,11 +54,15 @@ def build(folder: str):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--tokens", type=int, default=64)
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--batches", type=int, nargs="+", default=[1, 8])
+    parser.add_argument("--decoder-only", action="store_true",
+                        help="Time only the decoding from encoder states (the encoder is the same work on "
+                             "both sides; on a loaded machine it takes most of the time).")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
         hf_model = build(folder)
@@ -66,7 +70,8 @@ def main() -> None:
     transcriber = WhisperTranscriber(loaded.model, loaded.generation, None)
     options = DecodingOptions(language="en", max_new_tokens=args.tokens)
     print(machine_line())
-    print(f"random Whisper base ({sum(p.numel() for p in loaded.model.parameters()) / 1e6:.1f} M parameters), "
+    parameters = sum(p.numel() for p in loaded.model.parameters()) / 1e6
+    print(f"random Whisper base ({parameters:.1f} M parameters), "
           f"greedy, {args.tokens} tokens per item, {args.repeats} interleaved repeats, median seconds")
     header = (f"{'threads':>7} {'batch':>5} | {'speechkit':>9} {'transformers':>12} {'ratio':>6} | "
               f"{'sk decoder':>10} {'tf decoder':>10} {'ratio':>6}")
@@ -82,20 +87,20 @@ def main() -> None:
                 states = loaded.model.encoder(features)
                 encoder_outputs = hf_model.model.encoder(features)
 
-            def ours():
+            def ours(features=features, batch=batch):
                 return [t.tokens for t in transcriber.decode_features(features, ["en"] * batch, options)]
 
-            def theirs():
+            def theirs(features=features):
                 return hf_model.generate(features, language="en", max_new_tokens=args.tokens)
 
-            def ours_decoder():
+            def ours_decoder(states=states, ours=ours):
                 transcriber.encode_features = lambda _: states
                 try:
                     return ours()
                 finally:
                     transcriber.encode_features = loaded.model.encoder
 
-            def theirs_decoder():
+            def theirs_decoder(encoder_outputs=encoder_outputs):
                 return hf_model.generate(encoder_outputs=encoder_outputs, language="en",
                                          max_new_tokens=args.tokens)
 
@@ -110,15 +115,19 @@ def main() -> None:
             times = {name: [] for name in ("ours", "theirs", "ours_decoder", "theirs_decoder")}
             with torch.no_grad():
                 for _ in range(args.repeats):
-                    for name, run in (("ours", ours), ("theirs", theirs), ("ours_decoder", ours_decoder),
-                                      ("theirs_decoder", theirs_decoder)):
+                    runs = (("ours_decoder", ours_decoder), ("theirs_decoder", theirs_decoder))
+                    if not args.decoder_only:
+                        runs = (("ours", ours), ("theirs", theirs)) + runs
+                    for name, run in runs:
                         start = time.perf_counter()
                         run()
                         times[name].append(time.perf_counter() - start)
-            median = {name: statistics.median(values) for name, values in times.items()}
+            median = {name: statistics.median(values) if values else float("nan")
+                      for name, values in times.items()}
             print(f"{threads:>7} {batch:>5} | {median['ours']:>9.2f} {median['theirs']:>12.2f} "
                   f"{median['theirs'] / median['ours']:>5.2f}x | {median['ours_decoder']:>10.2f} "
-                  f"{median['theirs_decoder']:>10.2f} {median['theirs_decoder'] / median['ours_decoder']:>5.2f}x",
+                  f"{median['theirs_decoder']:>10.2f} "
+                  f"{median['theirs_decoder'] / median['ours_decoder']:>5.2f}x",
                   flush=True)
 
 

@@ -2,14 +2,10 @@
 inputs and outputs; checked against PyTorch at export, and run by :class:`OnnxWhisper` in place of the
 PyTorch modules (``WhisperASR.from_hparams(folder, backend="onnx")``) with the same search code.
 
-=======================  ===========================================  =============================================
-file                     inputs                                       outputs
-=======================  ===========================================  =============================================
-``whisper_encoder``      features (B, mels, 3000)                     states (B, 1500, D)
-``whisper_cross``        states (B, 1500, D)                          cross_keys, cross_values (L, B, H, 1500, D/H)
-``whisper_decoder_step`` tokens (B, N), past_keys, past_values        logits (B, V) of the last token, keys,
-                         (L, B, H, T, D/H), cross_keys, cross_values  values (L, B, H, T + N, D/H)
-=======================  ===========================================  =============================================
+- ``whisper_encoder``: features (B, mels, 3000) -> states (B, 1500, D);
+- ``whisper_cross``: states -> cross_keys, cross_values (L, B, H, 1500, D / H);
+- ``whisper_decoder_step``: tokens (B, N), past_keys, past_values (L, B, H, T, D / H), cross_keys,
+  cross_values -> logits (B, V) of the last token, keys, values (L, B, H, T + N, D / H).
 
 Example:
     >>> export_whisper_onnx(model, "whisper-tiny")                      # doctest: +SKIP
@@ -70,7 +66,8 @@ class DecoderStepGraph(torch.nn.Module):
 
 def _empty_past(model, batch: int, length: int = 0, generator=None) -> torch.Tensor:
     config = model.config
-    shape = (config.decoder_layers, batch, config.decoder_heads, length, config.d_model // config.decoder_heads)
+    shape = (config.decoder_layers, batch, config.decoder_heads, length,
+             config.d_model // config.decoder_heads)
     return torch.randn(shape, generator=generator) * 0.5 if generator is not None else torch.zeros(shape)
 
 
@@ -97,9 +94,11 @@ def export_whisper_onnx(model, folder, seed: int = 0) -> dict:
         "whisper_cross": (CrossGraph(model.decoder), (states,), ["states"], ["cross_keys", "cross_values"],
                           {"states": {0: "batch"}, "cross_keys": {1: "batch"}, "cross_values": {1: "batch"}}),
         "whisper_decoder_step": (
-            step, (torch.tensor([[1, 2]]), _empty_past(model, 1, 3, generator), _empty_past(model, 1, 3, generator),
+            step, (torch.tensor([[1, 2]]), _empty_past(model, 1, 3, generator), _empty_past(model, 1, 3,
+                                                                                            generator),
                    *cross),
-            ["tokens", "past_keys", "past_values", "cross_keys", "cross_values"], ["logits", "keys", "values"],
+            ["tokens", "past_keys", "past_values", "cross_keys", "cross_values"], ["logits", "keys",
+                                                                                   "values"],
             {"tokens": {0: "batch", 1: "new"}, "past_keys": {1: "batch", 3: "past"},
              "past_values": {1: "batch", 3: "past"}, "cross_keys": {1: "batch"}, "cross_values": {1: "batch"},
              "logits": {0: "batch"}, "keys": {1: "batch", 3: "total"}, "values": {1: "batch", 3: "total"}}),
@@ -112,7 +111,8 @@ def export_whisper_onnx(model, folder, seed: int = 0) -> dict:
                 torch.onnx.export(module, example, str(path), dynamo=False, opset_version=OPSET,
                                   input_names=inputs, output_names=outputs, dynamic_axes=axes)
             except Exception as error:  # the exporter raises many types
-                raise ExportError(f"{name}: cannot export to ONNX: {str(error).splitlines()[0][:300]}") from None
+                first_line = str(error).splitlines()[0][:300]
+                raise ExportError(f"{name}: cannot export to ONNX: {first_line}") from None
         restore_missing_initializers(path, module)
     return check_whisper_onnx(model, folder, seed + 1)
 
@@ -145,7 +145,8 @@ def check_whisper_onnx(model, folder, seed: int = 1) -> dict:
 
 def _check(name: str, expected: torch.Tensor, got: torch.Tensor) -> float:
     if expected.shape != got.shape:
-        raise ExportError(f"{name}: output of shape {tuple(got.shape)}, PyTorch gives {tuple(expected.shape)}")
+        raise ExportError(f"{name}: output of shape {tuple(got.shape)}, PyTorch gives "
+                          f"{tuple(expected.shape)}")
     diff = float((expected - got).abs().max())
     if not diff <= TOLERANCE:
         raise ExportError(f"{name}: differs from PyTorch by {diff:.3g} (tolerance {TOLERANCE})")
@@ -179,7 +180,8 @@ class OnnxWhisper:
         try:
             import onnxruntime
         except ImportError:
-            raise SpeechkitError("the onnx backend needs onnxruntime: pip install 'speechkit[onnx]'") from None
+            raise SpeechkitError("the onnx backend needs onnxruntime: "
+                                 "pip install 'speechkit[onnx]'") from None
         options = onnxruntime.SessionOptions()
         if threads:
             options.intra_op_num_threads = threads

@@ -72,7 +72,8 @@ class WhisperASR(torch.nn.Module):
             from speechkit.pretrained.fetching import fetch
 
             limits = limits or DEFAULT_LIMITS
-            paths = [fetch(name, fetch_source, savedir, strategy="symlink" if savedir is not None else "in_place",
+            paths = [fetch(name, fetch_source, savedir,
+                           strategy="symlink" if savedir is not None else "in_place",
                            revision=revision, allow_network=allow_network, cache_dir=cache_dir,
                            max_bytes=limits.max_file_bytes, force_download=force_download)
                      for name in FILES.values()]
