@@ -3,7 +3,7 @@ URL folder is vetted by the same allowlist as in Python), named, and given the b
 run through.
 
 A served model is one of three kinds, chosen by its interface: ``asr`` (``EncoderASR``,
-``EncoderDecoderASR``), ``separation`` (``SeparationModel``) or ``vocoder`` (``Vocoder``).
+``EncoderDecoderASR``, ``WhisperASR`` for a transformers Whisper folder), ``separation`` (``SeparationModel``) or ``vocoder`` (``Vocoder``).
 
 Example:
     >>> specs = [parse_model_spec("asr=org/asr-ctc"), parse_model_spec("results/separator-model")]
@@ -23,7 +23,7 @@ from speechkit.errors import HparamsError
 from speechkit.serve.errors import RequestError
 
 #: interface class name -> kind of model (which endpoint serves it)
-KINDS = {"EncoderASR": "asr", "EncoderDecoderASR": "asr", "SeparationModel": "separation",
+KINDS = {"EncoderASR": "asr", "EncoderDecoderASR": "asr", "WhisperASR": "asr", "SeparationModel": "separation",
          "Vocoder": "vocoder"}
 #: kind -> the endpoint that serves it
 ENDPOINTS = {"asr": ["transcribe", "stream"], "separation": ["separate"], "vocoder": ["generate"]}
@@ -119,12 +119,19 @@ def load_models(specs: list, device: str = "cpu", **from_hparams_options) -> dic
     ``trust_remote_code``, ``allow``, ``allow_network``, ``revision``, ``cache_dir``, ``backend``).
     """
     from speechkit.pretrained.interfaces import Pretrained
+    from speechkit.pretrained.whisper_asr import WhisperASR, is_whisper_folder
 
     models = {}
     for spec in specs:
         if spec.name in models:
             raise HparamsError(f"two models are named {spec.name!r}; name them with NAME=SOURCE")
-        interface = Pretrained.from_hparams(spec.source, run_opts={"device": device}, **from_hparams_options)
+        if is_whisper_folder(spec.source):  # a transformers Whisper folder (config.json, no hyperparams.yaml)
+            options = {key: value for key, value in from_hparams_options.items()
+                       if key in ("revision", "allow_network", "cache_dir", "backend")}
+            interface = WhisperASR.from_hparams(spec.source, run_opts={"device": device}, **options)
+        else:
+            interface = Pretrained.from_hparams(spec.source, run_opts={"device": device},
+                                                **from_hparams_options)
         models[spec.name] = ServedModel(spec.name, interface)
     return models
 

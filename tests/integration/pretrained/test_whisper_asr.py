@@ -173,3 +173,17 @@ def test_onnx_graphs_equal_pytorch_and_give_the_same_tokens(whisper_folder, tmp_
     for options in (dict(language="en"), dict(timestamps=True, beam_size=2), dict()):
         assert onnx_asr.transcribe_batch(wavs, lengths, **options) == \
             torch_asr.transcribe_batch(wavs, lengths, **options)
+
+
+@pytest.mark.slow
+def test_speechkit_serve_takes_a_whisper_folder(whisper_folder, tmp_path):
+    pytest.importorskip("fastapi", reason="speechkit serve needs the 'serve' extra (fastapi, uvicorn)")
+    from tests.helpers.serve import ServerProcess, request_json
+
+    path = _audio(tmp_path, rate=16000)
+    expected = WhisperASR.from_hparams(str(whisper_folder)).transcribe_batch(
+        torch.from_numpy(soundfile.read(path, dtype="float32")[0])[None])
+    with ServerProcess([f"whisper={whisper_folder}"]) as server:
+        status, answer = request_json(f"{server.url}/v1/models/whisper/transcribe", path.read_bytes())
+    assert status == 200, answer
+    assert answer["text"] == expected[0][0] and answer["tokens"] == expected[1][0]

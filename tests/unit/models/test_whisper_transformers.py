@@ -134,3 +134,32 @@ def test_long_form_tokens_equal_generate(folder, language):
     for segment, theirs in zip(ours.segments, expected["segments"][0]):
         assert segment.start == pytest.approx(float(theirs["start"]), abs=1e-6)
         assert segment.end == pytest.approx(float(theirs["end"]), abs=1e-6)
+
+
+def test_compression_ratio_and_fallback(folder):
+    from transformers.models.whisper.generation_whisper import WhisperGenerationMixin
+
+    from speechkit.models.whisper.transcribe import compression_ratio
+
+    path, _, ids = folder
+    loaded = load_whisper_folder(path)
+    for tokens in ([5, 6, 7] * 30, list(range(300, 360)), [ids["eot"]]):
+        expected = WhisperGenerationMixin._retrieve_compression_ratio(torch.tensor(tokens), ids["vocab_size"])
+        assert compression_ratio(tokens, ids["vocab_size"]) == pytest.approx(expected)
+    transcriber = WhisperTranscriber(loaded.model, loaded.generation, loaded.tokenizer)
+    features = _features(2)
+    plain = DecodingOptions(language="en", max_new_tokens=24)
+    greedy = transcriber.decode_features(features, ["en", "en"], plain)
+    assert compression_ratio(greedy[0].tokens, ids["vocab_size"]) > 1.5  # a random model repeats itself
+    # Every temperature fails the threshold: the last one's (sampled) transcript is kept.
+    fallback = DecodingOptions(language="en", max_new_tokens=24, temperatures=(0.0, 1.0),
+                               compression_ratio_threshold=0.5, seed=3)
+    sampled = transcriber.decode_features(features, ["en", "en"], fallback)
+    assert [t.tokens for t in sampled] != [t.tokens for t in greedy]
+    again = transcriber.decode_features(features, ["en", "en"], fallback)
+    assert [t.tokens for t in again] == [t.tokens for t in sampled]  # seeded
+    # A threshold nothing reaches: no fallback, the greedy transcript.
+    kept = DecodingOptions(language="en", max_new_tokens=24, temperatures=(0.0, 1.0),
+                           compression_ratio_threshold=1000.0, logprob_threshold=-1000.0)
+    assert [t.tokens for t in transcriber.decode_features(features, ["en", "en"], kept)] == \
+        [t.tokens for t in greedy]
