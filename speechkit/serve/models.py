@@ -3,7 +3,8 @@ URL folder is vetted by the same allowlist as in Python), named, and given the b
 run through.
 
 A served model is one of three kinds, chosen by its interface: ``asr`` (``EncoderASR``,
-``EncoderDecoderASR``, ``WhisperASR`` for a transformers Whisper folder), ``separation`` (``SeparationModel``) or ``vocoder`` (``Vocoder``).
+``EncoderDecoderASR``, ``WhisperASR`` for a transformers Whisper folder), ``separation``
+(``SeparationModel``) or ``vocoder`` (``Vocoder``).
 
 Example:
     >>> specs = [parse_model_spec("asr=org/asr-ctc"), parse_model_spec("results/separator-model")]
@@ -23,8 +24,8 @@ from speechkit.errors import HparamsError
 from speechkit.serve.errors import RequestError
 
 #: interface class name -> kind of model (which endpoint serves it)
-KINDS = {"EncoderASR": "asr", "EncoderDecoderASR": "asr", "WhisperASR": "asr", "SeparationModel": "separation",
-         "Vocoder": "vocoder"}
+KINDS = {"EncoderASR": "asr", "EncoderDecoderASR": "asr", "WhisperASR": "asr",
+         "SeparationModel": "separation", "Vocoder": "vocoder"}
 #: kind -> the endpoint that serves it
 ENDPOINTS = {"asr": ["transcribe", "stream"], "separation": ["separate"], "vocoder": ["generate"]}
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
