@@ -18,6 +18,7 @@ from speechkit.data.dataset import DynamicItemDataset
 from speechkit.data.resample import POLICY_FILTER, resample
 from speechkit.errors import AudioError, DataError
 from speechkit.serve.audio_input import decode_upload
+from speechkit.serve.limits import ServeLimits
 
 
 def sine(freq: float, rate: int, seconds: float = 1.0) -> np.ndarray:
@@ -115,7 +116,7 @@ def test_segments_are_read_in_the_files_own_samples_then_converted(tmp_path):
 def test_the_server_converts_an_upload_exactly_as_the_policy_reads_the_file(tmp_path):
     path = tmp_path / "upload.wav"
     soundfile.write(path, stereo(44100), 44100, subtype="FLOAT")
-    served = decode_upload(path.read_bytes(), 16000, max_seconds=10.0, name="upload.wav")
+    served = decode_upload(path.read_bytes(), 16000, ServeLimits(), name="upload.wav")
     assert torch.equal(served, AudioPolicy(16000).read(path))
 
 
