@@ -49,13 +49,14 @@ def inverse_warp(freqs: torch.Tensor, alpha: torch.Tensor, boundary: float, nyqu
 
 
 def frequency_warp(x: torch.Tensor, alpha: torch.Tensor, sample_rate: int = 16000, f_min: float = 0.0,
-                   f_max: Optional[float] = None, boundary: float = 4800.0) -> torch.Tensor:
+                   f_max: Optional[float] = None, boundary: Optional[float] = None) -> torch.Tensor:
     """Warp the channel axis of mel features by ``alpha`` per item.
 
     Args:
         x: (batch, frames, n_mels) mel features (log or linear), channels equally spaced on the HTK mel scale
             between ``f_min`` and ``f_max`` as made by :func:`speechkit.features.fbank`.
         alpha: (batch,) warp factors; 1 leaves an item unchanged.
+        boundary: Hz of the knee; None: 0.6 x Nyquist (4.8 kHz at 16 kHz, 2.4 kHz at 8 kHz).
 
     Returns:
         (batch, frames, n_mels), each channel linearly interpolated from its two nearest source channels.
@@ -64,6 +65,7 @@ def frequency_warp(x: torch.Tensor, alpha: torch.Tensor, sample_rate: int = 1600
         raise ValueError(f"frequency_warp expects (batch, frames, n_mels) features, got {tuple(x.shape)}")
     nyquist = sample_rate / 2.0
     f_max = nyquist if f_max is None else f_max
+    boundary = 0.6 * nyquist if boundary is None else boundary  # the same place relative to the band
     if not f_min < boundary < f_max:
         raise ValueError(f"boundary must lie between f_min={f_min} and f_max={f_max} Hz, got {boundary}")
     n_mels = x.shape[2]
@@ -89,12 +91,13 @@ class FrequencyWarp(torch.nn.Module):
     Args:
         sample_rate, f_min, f_max: those of the mel front-end (the channels' centre frequencies).
         warp_range: (low, high) factors, e.g. (0.9, 1.1).
-        boundary: Hz where the linear warp gives way to the segment that pins the band edge.
+        boundary: Hz where the linear warp gives way to the segment that pins the band edge; None: 0.6 x
+            Nyquist (4.8 kHz at 16 kHz, 2.4 kHz for 8 kHz telephone-band features).
         prob: share of items warped; the others keep factor 1.
     """
 
     def __init__(self, sample_rate: int = 16000, f_min: float = 0.0, f_max: Optional[float] = None,
-                 warp_range: Sequence[float] = (0.9, 1.1), boundary: float = 4800.0, prob: float = 1.0):
+                 warp_range: Sequence[float] = (0.9, 1.1), boundary: Optional[float] = None, prob: float = 1.0):
         super().__init__()
         low, high = (float(v) for v in warp_range)
         if not 0.0 < low <= high:

@@ -105,3 +105,16 @@ def test_feature_chain_runs_steps_in_order_and_passes_eval_mode_on():
     assert chain(x, lengths)[0] is x
     with pytest.raises(ValueError, match="at least one step"):
         FeatureChain()
+
+
+def test_the_default_knee_follows_the_band_so_8_khz_features_warp_too():
+    """The knee sits at 0.6 x Nyquist: 4.8 kHz for 16 kHz features (as before), 2.4 kHz for 8 kHz ones."""
+    x = torch.randn(2, 20, 40)
+    alpha = torch.tensor([0.9, 1.1])
+    assert torch.equal(frequency_warp(x, alpha), frequency_warp(x, alpha, boundary=4800.0))
+    narrow = frequency_warp(x, alpha, sample_rate=8000)
+    assert torch.equal(narrow, frequency_warp(x, alpha, sample_rate=8000, boundary=2400.0))
+    warp = FrequencyWarp(sample_rate=8000, warp_range=(0.9, 1.1)).train()
+    assert warp(x, torch.tensor([20, 20]))[0].shape == x.shape
+    with pytest.raises(ValueError, match="boundary"):
+        frequency_warp(x, alpha, sample_rate=8000, boundary=4800.0)  # past the 4 kHz band: named
