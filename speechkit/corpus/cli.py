@@ -4,6 +4,7 @@ Example::
 
     speechkit corpus data/corpus --size demo            # about 1,050 utterances, well under a minute
     speechkit corpus data/big --size medium --num-workers 8 --noise-prob 0.3
+    speechkit corpus data/mixed --recordings my_recordings/ --test-voices kal,kal-lo,kal-hi,recorded-anna
 """
 from __future__ import annotations
 
@@ -57,9 +58,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         default=defaults.snr_range,
                         metavar=("MIN", "MAX"),
                         help="signal-to-noise ratio range in dB, within -30-100 (default: %(default)s)")
-    parser.add_argument("--held-out-engine", choices=["espeak", "festival", "flite"], default=None,
+    parser.add_argument("--held-out-engine", choices=["espeak", "festival", "flite", "recorded"],
+                        default=None,
                         help="train and validate on no voice of this speech engine; its voices speak "
-                             "test_engine.json (the test sentences): a kind of voice never heard")
+                             "test_engine.json (the test sentences): a kind of voice never heard; "
+                             "'recorded': every recording of --recordings is test_engine.json")
+    parser.add_argument("--recordings", default=None,
+                        help="real recordings to mix in: a folder (audio files with same-name .txt "
+                             "transcripts, one sub-folder per speaker) or a manifest (wav, text, spk); "
+                             "speaker S is voice recorded-S in --test-voices/--valid-voices (default: train)")
     parser.add_argument("--num-workers", type=_checked("num_workers", int), default=os.cpu_count() or 1,
                         help="synthesis processes (default: number of cores)")
     parser.add_argument("--overwrite", action="store_true", help="rebuild even if the folder holds a corpus")
@@ -87,6 +94,7 @@ def config_from_args(args: argparse.Namespace) -> CorpusConfig:
         noise_prob=args.noise_prob,
         snr_range=tuple(args.snr_range),
         held_out_engine=args.held_out_engine,
+        recordings=args.recordings,
         num_workers=args.num_workers,
     )
 

@@ -10,8 +10,13 @@ Layout written under ``output_dir``::
                                                 "duration": 2.91, "spk": "rms", "voice": "rms-lo",
                                                 "text": "THE OLD ..."}}
     test_engine.json                     with ``held_out_engine``: the test utterances of that engine's voices
+                                         (``recorded``: every recording of ``recordings``)
     corpus.json                          the settings, voices per split, counts and hours (written last)
     train/<voice>/<id>.flac ...          16 kHz, 16-bit mono FLAC
+
+With ``recordings`` (a folder or manifest of the user's own recordings, :mod:`speechkit.corpus.recordings`),
+real speech joins the synthetic: each recording once, spoken by voice ``recorded-<speaker>``, in the split
+its voice is listed in (train by default), with its own transcript.
 
 ``spk`` is the speaker, the person behind the voice (:func:`speechkit.corpus.voices.speaker_of`): every warp
 of a voice is one speaker, so tools that keep speakers apart (``speechkit mixtures``, speaker-disjoint
@@ -33,6 +38,7 @@ import random
 import shutil
 import time
 import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
@@ -40,6 +46,13 @@ import numpy as np
 import soundfile
 
 from speechkit.corpus import effects
+from speechkit.corpus.recordings import (
+    RECORDED_ENGINE,
+    is_recorded,
+    load_recordings,
+    read_recording,
+    recordings_checksum,
+)
 from speechkit.corpus.text import make_sentences
 from speechkit.corpus.voices import (
     DEFAULT_TEST_VOICES,
@@ -101,6 +114,9 @@ class CorpusConfig:
     #: a speech engine (flite, festival, espeak) none of whose voices is trained on: its voices speak a test
     #: split of their own (test_engine.json), a kind of voice never heard
     held_out_engine: Optional[str] = None
+    #: a folder or manifest of real recordings mixed in (speechkit.corpus.recordings): each used once, its
+    #: speaker's voice ``recorded-<speaker>`` in train unless named in test_voices or valid_voices
+    recordings: Optional[str] = None
     # How the build runs (not part of the content).
     num_workers: int = 2
     chunk_size: int = 12
@@ -110,8 +126,9 @@ class CorpusConfig:
         settings = dataclasses.asdict(self)
         for key in ("output_dir", "num_workers", "chunk_size"):
             settings.pop(key)
-        if settings["held_out_engine"] is None:
-            settings.pop("held_out_engine")  # corpora built before the option keep their settings
+        for key in ("held_out_engine", "recordings"):
+            if settings[key] is None:
+                settings.pop(key)  # corpora built before the option keep their settings
         return json.loads(json.dumps(settings))
 
 
@@ -132,6 +149,7 @@ class UtterancePlan:
     snr_db: Optional[float]
     floor_dbfs: float  # background hiss under the whole utterance
     seed: int
+    source: Optional[str] = None  # a recording's path: read instead of synthesized (no warp)
 
     @property
     def relative_path(self) -> str:
@@ -172,17 +190,25 @@ def splits_of(config: CorpusConfig) -> tuple:
     return ALL_SPLITS if config.held_out_engine else SPLITS
 
 
-def split_voices(config: CorpusConfig) -> dict:
-    """Voices of each split; raises DataError when a voice is unknown or would appear in two splits."""
+def split_voices(config: CorpusConfig, recorded: Sequence[str] = ()) -> dict:
+    """Voices of each split, the ``recorded`` voices (``recorded-<speaker>``) of the recordings included;
+    raises DataError when a voice is unknown or would appear in two splits."""
     names = list(config.voices) if config.voices is not None else [v.name for v in VOICES]
     for name in names + list(config.test_voices) + list(config.valid_voices):
-        voice_by_name(name)
+        if not is_recorded(name):
+            voice_by_name(name)
+        elif name not in recorded:
+            raise DataError(f"voice {name!r} is no speaker of the recordings "
+                            f"({', '.join(recorded) or 'no recordings given'})")
+    names = [n for n in names if not is_recorded(n)]
     engine = config.held_out_engine
     held_out = []
-    if engine is not None:
+    if engine == RECORDED_ENGINE and not recorded:
+        raise DataError("held_out_engine 'recorded' needs recordings to hold out")
+    if engine is not None and engine != RECORDED_ENGINE:
         if engine not in HELD_OUT_ENGINE_VOICES:
-            raise DataError(f"held_out_engine must be one of {sorted(HELD_OUT_ENGINE_VOICES)}, got "
-                            f"{engine!r}")
+            raise DataError(f"held_out_engine must be one of {sorted(HELD_OUT_ENGINE_VOICES)} or "
+                            f"{RECORDED_ENGINE!r}, got {engine!r}")
         held_out = ([n for n in names if voice_by_name(n).engine == engine]
                     or list(HELD_OUT_ENGINE_VOICES[engine]))
         names = [n for n in names if voice_by_name(n).engine != engine]
@@ -203,6 +229,10 @@ def split_voices(config: CorpusConfig) -> dict:
     splits = {"train": train, "valid": valid, "test": test}
     if engine is not None:
         splits[ENGINE_SPLIT] = held_out
+    for name in recorded:
+        split = (ENGINE_SPLIT if engine == RECORDED_ENGINE else "test" if name in config.test_voices
+                 else "valid" if name in config.valid_voices else "train")
+        splits[split].append(name)
     return splits
 
 
@@ -233,19 +263,22 @@ def _cycle_shuffled(items: list, count: int, rng: random.Random) -> list:
     return out
 
 
-def make_plan(config: CorpusConfig) -> list:
-    """Every utterance of the corpus, decided from ``config.seed`` alone (no audio is made here)."""
+def make_plan(config: CorpusConfig, recordings: Optional[list] = None) -> list:
+    """Every utterance of the corpus, decided from ``config.seed`` alone (no audio is made here);
+    ``recordings`` (read from ``config.recordings`` when None) follow the synthetic utterances."""
+    if recordings is None:
+        recordings = load_recordings(config.recordings) if config.recordings else []
     rng = random.Random(config.seed)
-    voices = split_voices(config)
+    voices = split_voices(config, sorted({r.voice for r in recordings}))
     pools = _sentence_pools(config, rng)
     counts = {"train": config.num_train, "valid": config.num_valid, "test": config.num_test,
-              ENGINE_SPLIT: config.num_test}
+              ENGINE_SPLIT: 0 if config.held_out_engine == RECORDED_ENGINE else config.num_test}
     plan = []
     for split in splits_of(config):
         if not counts[split]:
             continue
         texts = _cycle_shuffled(pools[split], counts[split], rng)
-        speakers = _cycle_shuffled(voices[split], counts[split], rng)
+        speakers = _cycle_shuffled([v for v in voices[split] if not is_recorded(v)], counts[split], rng)
         for index, (text, voice_name) in enumerate(zip(texts, speakers)):
             voice = voice_by_name(voice_name)
             noisy = rng.random() < config.noise_prob
@@ -264,6 +297,29 @@ def make_plan(config: CorpusConfig) -> list:
                 floor_dbfs=config.floor_dbfs,
                 seed=rng.randrange(2 ** 31),
             ))
+    return plan + _recorded_plan(config, recordings, voices)
+
+
+def _recorded_plan(config: CorpusConfig, recordings: list, voices: dict) -> list:
+    """One utterance per recording, in its voice's split: level, silences and noise drawn as for the
+    synthetic ones (from a generator of their own, so adding recordings changes no synthetic utterance)."""
+    rng = random.Random(f"{config.seed}-recorded")
+    split_of = {voice: split for split, names in voices.items() for voice in names}
+    numbers: dict = {}
+    plan = []
+    for recording in recordings:
+        split = split_of[recording.voice]
+        index = numbers[split] = numbers.get(split, -1) + 1
+        noisy = rng.random() < config.noise_prob
+        plan.append(UtterancePlan(
+            id=f"{recording.voice}-{split}-{index:06d}", split=split, voice=recording.voice,
+            text=recording.text, stretch=1.0, warp=1.0,
+            loudness_dbfs=round(rng.uniform(*config.loudness_range), 2),
+            silence_before=int(rng.uniform(*config.silence_range) * SAMPLE_RATE),
+            silence_after=int(rng.uniform(*config.silence_range) * SAMPLE_RATE),
+            noise_color=rng.choice(config.noise_colors) if noisy else None,
+            snr_db=round(rng.uniform(*config.snr_range), 2) if noisy else None,
+            floor_dbfs=config.floor_dbfs, seed=rng.randrange(2 ** 31), source=recording.path))
     return plan
 
 
@@ -286,8 +342,10 @@ def render(plan: UtterancePlan, wave: np.ndarray) -> np.ndarray:
 def _run_chunk(task: tuple) -> list:
     """Worker: synthesize one chunk (one voice), write its FLAC files; returns (id, num_samples) pairs."""
     output_dir, plans = task
-    voice = voice_by_name(plans[0].voice)
-    waves = synthesize_many([(p.text, p.stretch) for p in plans], voice)
+    if plans[0].source is not None:  # a chunk of one recorded speaker
+        waves = [read_recording(p.source, SAMPLE_RATE) for p in plans]
+    else:
+        waves = synthesize_many([(p.text, p.stretch) for p in plans], voice_by_name(plans[0].voice))
     results = []
     for plan, wave in zip(plans, waves):
         samples = render(plan, wave)
@@ -330,22 +388,26 @@ def build_corpus(config: CorpusConfig, overwrite: bool = False, log=print,
     check_config(config)
     out = config.output_dir
     summary_path = os.path.join(out, "corpus.json")
+    recordings = load_recordings(config.recordings) if config.recordings else []
+    recorded_sum = recordings_checksum(recordings) if recordings else None
     if os.path.exists(summary_path) and not overwrite:
         with open(summary_path, encoding="utf-8") as handle:
             summary = json.load(handle)
-        if summary.get("settings") == config.content_settings():
+        if (summary.get("settings") == config.content_settings()
+                and summary.get("recordings_checksum") == recorded_sum):
             log(f"corpus already built in {out}")
             _add_speakers(out)
             return summary
-        raise DataError(f"{out} holds a corpus built with other settings; use another folder or --overwrite")
+        raise DataError(f"{out} holds a corpus built with other settings or recordings; use another folder "
+                        "or --overwrite")
     foreign = [name for name in os.listdir(out) if name not in _CORPUS_NAMES] if os.path.isdir(out) else []
     if foreign and not os.path.exists(summary_path):
         # Never delete a folder of someone else's data, even with overwrite.
         raise DataError(f"{out} holds files that are not a corpus ({', '.join(sorted(foreign)[:3])}); "
                         "use an empty folder")
-    plan = make_plan(config)
-    voices = split_voices(config)
-    check_engines([voice_by_name(v) for v in sorted({p.voice for p in plan})])
+    plan = make_plan(config, recordings)
+    voices = split_voices(config, sorted({r.voice for r in recordings}))
+    check_engines([voice_by_name(v) for v in sorted({p.voice for p in plan if p.source is None})])
     # What is left is ours: an interrupted build (no corpus.json yet) or, with overwrite, an older corpus.
     if os.path.isdir(out):
         _remove_corpus_files(out)
@@ -382,6 +444,8 @@ def build_corpus(config: CorpusConfig, overwrite: bool = False, log=print,
     summary = {"settings": config.content_settings(), "voices": voices, "utterances": counts, "hours": hours,
                "sentences": {s: len({p.text for p in plan if p.split == s}) for s in splits_of(config)},
                "checksum": _content_checksum(plan)}
+    if recorded_sum is not None:
+        summary["recordings_checksum"] = recorded_sum
     _write_json(summary_path, summary)
     elapsed = time.perf_counter() - start
     log(f"corpus: {sum(counts.values())} utterances ({sum(hours.values()):.2f} h) in {out} "
@@ -424,5 +488,6 @@ def _remove_corpus_files(out: str) -> None:
 
 def _content_checksum(plan: list) -> int:
     """CRC of the plan: two corpora with the same checksum were planned identically."""
-    text = "\n".join(f"{p.id}|{p.text}|{p.stretch}|{p.warp}|{p.loudness_dbfs}|{p.seed}" for p in plan)
+    text = "\n".join(f"{p.id}|{p.text}|{p.stretch}|{p.warp}|{p.loudness_dbfs}|{p.seed}"
+                     + (f"|{p.source}" if p.source else "") for p in plan)
     return zlib.crc32(text.encode("utf-8"))
