@@ -97,7 +97,8 @@ class FrequencyWarp(torch.nn.Module):
     """
 
     def __init__(self, sample_rate: int = 16000, f_min: float = 0.0, f_max: Optional[float] = None,
-                 warp_range: Sequence[float] = (0.9, 1.1), boundary: Optional[float] = None, prob: float = 1.0):
+                 warp_range: Sequence[float] = (0.9, 1.1), boundary: Optional[float] = None,
+                 prob: float = 1.0):
         super().__init__()
         low, high = (float(v) for v in warp_range)
         if not 0.0 < low <= high:

@@ -1,0 +1,1 @@
+../../../templates/speech_recognition/ASR/train.py
