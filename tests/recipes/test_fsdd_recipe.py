@@ -155,8 +155,10 @@ def test_bad_folders_and_speakers_are_named(fsdd, tmp_path):
 @pytest.mark.slow
 def test_the_template_trains_on_a_fold_and_scores_the_held_out_speaker(tmp_path):
     fsdd = write_fsdd(tmp_path / "fsdd", speakers=("ann", "bob"), indices=range(6))
-    recipe = tmp_path / "recipe"
-    shutil.copytree(RECIPE, recipe)  # copies the linked train.py; results stay in tmp_path
+    # The recipe where its YAML finds the template's (../../../../templates), results kept in tmp_path.
+    recipe = tmp_path / "recipes" / "FSDD" / "ASR"
+    shutil.copytree(RECIPE, recipe)  # copies the linked train.py
+    (tmp_path / "templates").symlink_to(ROOT / "templates")
     run_script(recipe / "train.py", [
         "hparams/train.yaml", "--data_folder", str(fsdd), "--prepared_folder", str(tmp_path / "prep"),
         "--test_speaker", "bob", "--train_strings", "4", "--valid_strings", "1", "--number_of_epochs", "1",
