@@ -10,9 +10,16 @@ Example:
 ``predict`` and ``target`` items are strings (split on whitespace) or token lists. With ``cer=True`` each
 item is spelled out as characters, spaces included, and the ``WER`` key holds the character error rate.
 
+With a ``normalizer`` (e.g. :class:`speechkit.data.text_policy.TextNormalizer`, the one the recipe trains
+with), string references and hypotheses are normalised before scoring and the report says how::
+
+    stats = ErrorRateStats(normalizer=TextNormalizer(case="upper"))
+    stats.append(["u1"], ["nine, ten"], ["NINE TEN"])  # 0 % WER: case and punctuation are not errors
+
 In a distributed evaluation every process appends its own utterances; ``summarize`` gathers them all (a
 collective: call it on every process), drops repeated ids and orders by id, so the summary is exactly that
-of one process over the whole set. ``write_stats`` then writes the merged report without communicating.
+of one process over the whole set. ``write_stats`` then writes the merged report without communicating (it
+refuses to run under DDP before ``summarize``: the report would hold this process's utterances only).
 """
 from __future__ import annotations
 
@@ -23,7 +30,7 @@ from typing import Optional, Union
 import jiwer
 
 from speechkit.errors import DataError
-from speechkit.metrics.gather import gather_by_id, merge_by_id
+from speechkit.metrics.gather import gather_by_id, merge_by_id, process_group_running
 
 EPS = "<eps>"
 _OPS = {"equal": "=", "substitute": "S", "delete": "D", "insert": "I"}
@@ -110,10 +117,13 @@ class ErrorRateStats:
 
     Args:
         cer: score characters (spaces included) instead of words.
+        normalizer: a function ``str -> str`` applied to string references and hypotheses before scoring
+            (token lists are scored as given); its ``describe()`` line, if it has one, goes into the report.
     """
 
-    def __init__(self, cer: bool = False):
+    def __init__(self, cer: bool = False, normalizer=None):
         self.cer = cer
+        self.normalizer = normalizer
         self.clear()
 
     def clear(self) -> None:
@@ -133,6 +143,7 @@ class ErrorRateStats:
             raise DataError(f"append got {len(ids)} ids, {len(predict)} predictions and {len(target)} "
                             f"targets; they must match (first id: {ids[0] if ids else None!r})")
         for utt_id, hyp, ref in zip(ids, predict, target):
+            ref, hyp = self._normalized(ref), self._normalized(hyp)
             reference = _as_tokens(ref, self.cer, "target", utt_id)
             hypothesis = None if hyp is None else _as_tokens(hyp, self.cer, "prediction", utt_id)
             score = score_utterance(reference, hypothesis)
@@ -140,6 +151,17 @@ class ErrorRateStats:
                 raise DataError(f"utterance {utt_id!r} was appended twice with different text")
             self.scores[utt_id] = score
         self._merged = None
+
+    def _normalized(self, item):
+        return self.normalizer(item) if self.normalizer is not None and isinstance(item, str) else item
+
+    def describe_text(self) -> str:
+        """How the text was prepared for scoring (a line of the report)."""
+        if self.normalizer is None:
+            return "Text scored as given (no normaliser)."
+        describe = getattr(self.normalizer, "describe", None)
+        how = describe() if callable(describe) else _function_name(self.normalizer)
+        return f"Text normalised before scoring: {how}."
 
     def summarize(self, field: Optional[str] = None) -> Union[dict, float, int]:
         """The summary over every process's utterances (collective when distributed), or one ``field`` of it.
@@ -161,7 +183,14 @@ class ErrorRateStats:
 
     def write_stats(self, path_or_stream) -> None:
         """Write the summary and every utterance's alignment, worst utterances first. No communication:
-        call :meth:`summarize` on every process first, then this on the main process only."""
+        call :meth:`summarize` on every process first, then this on the main process only.
+
+        Raises:
+            DataError: under DDP before :meth:`summarize` (the report would miss the other processes' items).
+        """
+        if self._merged is None and process_group_running():
+            raise DataError("ErrorRateStats.write_stats before summarize() in a distributed run would write "
+                            "this process's utterances only: call summarize() on every process first")
         if isinstance(path_or_stream, (str, os.PathLike)):
             with open(path_or_stream, "w", encoding="utf-8") as handle:
                 self._write(handle)
@@ -183,6 +212,7 @@ class ErrorRateStats:
                   f"{summary['num_scored_sents']} ]\n")
         out.write(f"Scored {summary['num_scored_sents']} sentences, "
                   f"{summary['num_absent_sents']} not present in hyp.\n")
+        out.write(self.describe_text() + "\n")
         out.write(_RULE + f"ALIGNMENTS (worst first)\n\nFormat:\n<utterance-id>, %{unit} DETAILS\n"
                   + _format_alignment([("I", EPS, "and"), ("S", "reference", "hypothesis"), ("=", "on", "on"),
                                        ("=", "the", "the"), ("S", "first", "third"), ("D", "line", EPS)]))
@@ -198,6 +228,12 @@ class ErrorRateStats:
 
 
 _RULE = "=" * 80 + "\n"
+
+
+def _function_name(function) -> str:
+    name = getattr(function, "__qualname__", None) or repr(function)
+    module = getattr(function, "__module__", None)
+    return f"{module}.{name}" if module else name
 
 
 def _counts(stats: dict, tokens_key: str) -> str:

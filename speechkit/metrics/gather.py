@@ -9,7 +9,8 @@ from __future__ import annotations
 from speechkit.errors import DistributedError
 
 
-def _process_group_running() -> bool:
+def process_group_running() -> bool:
+    """Whether a torch.distributed process group of more than one process is running."""
     try:
         import torch.distributed as torch_dist
     except ImportError:  # a torch build without distributed support
@@ -23,7 +24,7 @@ def all_gather_object(obj) -> list:
     Goes through ``speechkit.distributed`` when it set up the process group (its failure handling then
     applies), else straight to torch.distributed (a group started by other code).
     """
-    if not _process_group_running():
+    if not process_group_running():
         return [obj]
     try:
         from speechkit import distributed as dist

@@ -22,6 +22,7 @@ from typing import Any, Optional, Union
 import sentencepiece
 
 from speechkit import distributed
+from speechkit.data.text_policy import apply_unknown_policy, check_policy, count_characters_outside
 from speechkit.errors import DataError, ManifestError
 
 MODEL_TYPES = ("unigram", "bpe", "char", "word")
@@ -81,8 +82,18 @@ class SentencePieceTokenizer:
               model_name: Optional[str] = None, character_coverage: float = 1.0,
               user_defined_symbols: Sequence[str] = (), bos_id: int = -1, eos_id: int = -1, unk_id: int = 0,
               pad_id: int = -1, max_sentence_length: int = 100000, num_threads: int = 1,
-              replacements: Optional[dict] = None, **trainer_options: Any) -> SentencePieceTokenizer:
+              replacements: Optional[dict] = None, normalizer=None, unknown_characters: str = "refuse",
+              **trainer_options: Any) -> SentencePieceTokenizer:
         """Train on the ``text_field`` of a manifest (JSON/CSV path) or on an iterable of strings.
+
+        The texts are normalised first (``normalizer``, e.g. the recipe's
+        :class:`~speechkit.data.text_policy.TextNormalizer`). A character vocabulary (``model_type="char"``)
+        is sized from the data: one piece per distinct character, plus the word boundary and the special
+        pieces, never more than ``vocab_size``. When ``vocab_size`` is too small for every character, the
+        rarest ones would become unknown: ``unknown_characters`` decides (``"refuse"``: a ``DataError``
+        naming them, their counts, example ids and the ``vocab_size`` that fits them all; ``"unknown"``,
+        ``"drop_utterance"``, ``"drop_character"``: see :mod:`speechkit.data.text_policy`). The returned
+        tokenizer's ``training_coverage`` reports the characters of the training text it cannot spell.
 
         Arguments:
             output_dir: receives ``<model_name>.model``, ``.vocab`` and the training text.
@@ -94,15 +105,25 @@ class SentencePieceTokenizer:
 
         Raises:
             ManifestError: the manifest has a row without ``text_field`` (names the id).
-            DataError: a bad model type, no text, or a vocabulary too large for the text.
+            DataError: a bad model type, no text, a vocabulary too large for the text, or (policy
+                ``"refuse"``) characters a character vocabulary of ``vocab_size`` pieces cannot hold.
         """
         if model_type not in MODEL_TYPES:
             raise DataError(f"model_type must be one of {MODEL_TYPES}, got {model_type!r}")
         if not isinstance(vocab_size, int) or vocab_size < 2:
             raise DataError(f"vocab_size must be an integer >= 2, got {vocab_size!r}")
-        texts = _texts_from(source, text_field, replacements)
-        if not texts:
+        check_policy(unknown_characters)
+        pairs = _id_texts_from(source, text_field, replacements)
+        if normalizer is not None:
+            pairs = [(data_id, normalizer(text)) for data_id, text in pairs]
+        pairs = [(data_id, text) for data_id, text in pairs if text.strip()]
+        if not pairs:
             raise DataError(f"no text to train a tokenizer on in {_describe(source)}")
+        if model_type == "char":
+            special = sum(1 for index in (bos_id, eos_id, unk_id, pad_id) if index >= 0)
+            pairs, vocab_size = _size_character_vocabulary(
+                pairs, vocab_size, special + len(user_defined_symbols), unknown_characters, _describe(source))
+        texts = [text for _, text in pairs if text.strip()]
         output_dir = os.fspath(output_dir)
         os.makedirs(output_dir, exist_ok=True)
         model_name = model_name or f"{vocab_size}_{model_type}"
@@ -126,7 +147,10 @@ class SentencePieceTokenizer:
                         "hard_vocab_limit=False)")
             raise DataError(f"training the SentencePiece model {prefix}.model failed: {error}{hint}"
                             ) from None
-        return cls(prefix + ".model")
+        tokenizer = cls(prefix + ".model")
+        tokenizer.training_coverage = count_characters_outside(pairs, tokenizer.alphabet(),
+                                                               name=_describe(source))
+        return tokenizer
 
     # -- vocabulary ---------------------------------------------------------------------------------------
 
@@ -153,6 +177,21 @@ class SentencePieceTokenizer:
     @property
     def pad_id(self) -> int:
         return int(self._processor.pad_id())
+
+    def alphabet(self) -> set:
+        """The characters this model spells without its unknown piece (those of its ordinary pieces; the
+        word boundary ``"▁"`` stands for whitespace, which is always spelled).
+
+        Example:
+            >>> sorted(tokenizer.alphabet())[:3]  # doctest: +SKIP
+            ["'", 'A', 'B']
+        """
+        characters: set = set()
+        for index in range(self.vocab_size):
+            if self._processor.IsUnknown(index) or self._processor.IsControl(index):
+                continue
+            characters.update(self._processor.IdToPiece(index).replace("\u2581", ""))
+        return characters
 
     def id_to_piece(self, index: int) -> str:
         self._check_id(index)
@@ -226,28 +265,56 @@ class SentencePieceTokenizer:
         return f"SentencePieceTokenizer({self.model_path!r}, vocab_size={self.vocab_size})"
 
 
-def _texts_from(source: Union[str, os.PathLike, Iterable[str]], text_field: str,
-                replacements: Optional[dict]) -> list:
-    if isinstance(source, (str, os.PathLike)):
-        from speechkit.data.fairseq_manifest import is_fairseq_manifest
-        from speechkit.data.manifest import load_manifest
+def _size_character_vocabulary(pairs: list, vocab_size: int, special: int, policy: str, name: str) -> tuple:
+    """``(pairs, vocab_size)`` for a character model: the text after the unknown-character policy and the
+    pieces it needs (its characters, the word boundary and ``special`` pieces, at most ``vocab_size``)."""
+    counts: dict = {}
+    for _, text in pairs:
+        for char in text:
+            if not char.isspace():
+                counts[char] = counts.get(char, 0) + 1
+    room = vocab_size - special - 1  # one piece is the word boundary
+    if room < 1:
+        raise DataError(f"vocab_size {vocab_size} leaves no room for characters next to {special} special "
+                        "pieces and the word boundary")
+    by_frequency = sorted(counts, key=lambda char: (-counts[char], char))
+    alphabet = set(by_frequency[:room])
+    if len(counts) > room:
+        try:
+            pairs, _ = apply_unknown_policy(pairs, alphabet, policy, name=name)
+        except DataError as error:
+            fits_all = len(counts) + special + 1
+            raise DataError(f"{error}\nA character vocabulary of vocab_size {vocab_size} holds {room} "
+                            f"characters; this text has {len(counts)}: vocab_size {fits_all} holds them all"
+                            ) from None
+        if policy != "unknown":  # the kept text may hold fewer characters (whole utterances dropped)
+            counts = {char for _, text in pairs for char in text if not char.isspace()}
+    return pairs, min(vocab_size, min(len(counts), room) + special + 1)
 
-        if os.fspath(source).endswith(".tsv") and is_fairseq_manifest(source):
-            rows = load_manifest(source, check_files=False)  # labels from its .wrd/.ltr files
-        else:  # only the text is read: audio paths may keep their placeholders ($data_root)
-            rows = load_manifest(source, replacements, check_files=False, require_duration=False,
-                                 file_fields=())
-        texts = []
-        for data_id, row in rows.items():
-            if text_field not in row:
-                raise ManifestError(f"{os.fspath(source)}: id {data_id!r} has no field {text_field!r} to "
-                                    "train the tokenizer on")
-            if not isinstance(row[text_field], str):
-                raise ManifestError(f"{os.fspath(source)}: id {data_id!r}: field {text_field!r} must be "
-                                    f"text, got {row[text_field]!r}")
-            texts.append(row[text_field])
-        return [text for text in texts if text.strip()]
-    return [str(text) for text in source if str(text).strip()]
+
+def _id_texts_from(source: Union[str, os.PathLike, Iterable[str]], text_field: str,
+                   replacements: Optional[dict]) -> list:
+    """``(id, text)`` pairs of a manifest (its ids) or of an iterable of strings (``line N`` ids)."""
+    if not isinstance(source, (str, os.PathLike)):
+        return [(f"line {number}", str(text)) for number, text in enumerate(source, 1)]
+    from speechkit.data.fairseq_manifest import is_fairseq_manifest
+    from speechkit.data.manifest import load_manifest
+
+    if os.fspath(source).endswith(".tsv") and is_fairseq_manifest(source):
+        rows = load_manifest(source, check_files=False)  # labels from its .wrd/.ltr files
+    else:  # only the text is read: audio paths may keep their placeholders ($data_root)
+        rows = load_manifest(source, replacements, check_files=False, require_duration=False,
+                             file_fields=())
+    pairs = []
+    for data_id, row in rows.items():
+        if text_field not in row:
+            raise ManifestError(f"{os.fspath(source)}: id {data_id!r} has no field {text_field!r} to "
+                                "train the tokenizer on")
+        if not isinstance(row[text_field], str):
+            raise ManifestError(f"{os.fspath(source)}: id {data_id!r}: field {text_field!r} must be "
+                                f"text, got {row[text_field]!r}")
+        pairs.append((data_id, row[text_field]))
+    return pairs
 
 
 def _describe(source: Any) -> str:

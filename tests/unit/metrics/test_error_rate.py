@@ -134,6 +134,61 @@ def test_summarize_gathers_across_real_processes(tmp_path):
         assert (tmp_path / f"rank{rank}.txt").read_text() == expected
 
 
+def test_normalizer_scores_normalised_text_and_the_report_says_how():
+    from speechkit.data.text_policy import TextNormalizer
+
+    normalize = TextNormalizer(case="upper")
+    stats = ErrorRateStats(normalizer=normalize)
+    stats.append(["u1", "u2"], ["nine, ten!", ["Tok", "en"]], ["NINE TEN", ["TOK", "EN"]])
+    summary = stats.summarize()
+    assert summary["num_edits"] == 2  # token lists are scored as given: "Tok" != "TOK", "en" != "EN"
+    assert stats.scores["u1"]["num_edits"] == 0
+    assert f"Text normalised before scoring: {normalize.describe()}.\n" in stats.report()
+    assert "Text scored as given (no normaliser).\n" in filled().report()
+    cer = ErrorRateStats(cer=True, normalizer=_lower)
+    cer.append(["x"], ["AB"], ["ab"])
+    assert cer.summarize("WER") == 0.0
+    assert f"Text normalised before scoring: {__name__}._lower." in cer.report()
+
+
+def _lower(text: str) -> str:
+    return text.lower()
+
+
+def _write_before_summarize_worker(rank, world, init_file, out_dir):
+    import torch.distributed as torch_dist
+
+    torch_dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
+    stats = filled(ids=["a", "c", "e"] if rank == 0 else ["b", "d"])
+    try:
+        stats.write_stats(os.path.join(out_dir, f"early{rank}.txt"))
+    except DataError as error:
+        message = str(error)
+    stats.summarize()
+    stats.write_stats(os.path.join(out_dir, f"rank{rank}.txt"))
+    with open(os.path.join(out_dir, f"error{rank}.txt"), "w") as handle:
+        handle.write(message)
+    torch_dist.destroy_process_group()
+
+
+@pytest.mark.skipif("fork" not in multiprocessing.get_all_start_methods(), reason="needs fork")
+def test_write_stats_before_summarize_refuses_under_ddp(tmp_path):
+    context = multiprocessing.get_context("fork")
+    workers = [context.Process(target=_write_before_summarize_worker,
+                               args=(rank, 2, str(tmp_path / "init"), str(tmp_path))) for rank in (0, 1)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(timeout=120)
+    assert [worker.exitcode for worker in workers] == [0, 0]
+    single = filled()
+    single.summarize()
+    for rank in (0, 1):
+        assert not (tmp_path / f"early{rank}.txt").exists()
+        assert "call summarize() on every process first" in (tmp_path / f"error{rank}.txt").read_text()
+        assert (tmp_path / f"rank{rank}.txt").read_text() == single.report()
+
+
 def test_metric_stats_and_running_average():
     stats = MetricStats(metric=lambda estimate, target: abs(estimate - target))
     stats.append(["x", "y", "z"], [1.0, 2.0, 5.0], [1.5, 2.0, 3.0])

@@ -108,3 +108,67 @@ def test_train_from_a_manifest_with_placeholders_needs_no_replacements(tmp_path,
     placeholders.write_text(json.dumps(rows))
     tokenizer = SentencePieceTokenizer.train(placeholders, tmp_path / "tok", vocab_size=28, model_type="char")
     assert tokenizer.decode(tokenizer.encode(texts[0])) == texts[0]
+
+
+# -- text normalisation and character coverage ---------------------------------------------------------------
+
+MIXED = [f"{word.capitalize()} {other.lower()}, {third}!" for word, other, third in
+         zip(WORDS * 6, WORDS[3:] * 6 + WORDS[:3] * 6, WORDS[7:] * 6 + WORDS[:7] * 6)]
+
+
+def _characters(texts) -> set:
+    return {char for text in texts for char in text if not char.isspace()}
+
+
+def test_character_vocabulary_is_sized_from_the_data(tmp_path, manifest):
+    _, texts = manifest
+    characters = _characters(texts)
+    tokenizer = SentencePieceTokenizer.train(texts, tmp_path, vocab_size=200, model_type="char", unk_id=1,
+                                             pad_id=0, bos_id=2, eos_id=3)
+    assert tokenizer.vocab_size == len(characters) + 1 + 4  # characters, word boundary, 4 special pieces
+    assert tokenizer.alphabet() == characters
+    assert not tokenizer.training_coverage and tokenizer.training_coverage.coverage == 1.0
+
+
+def test_too_small_character_vocabulary_refuses_naming_characters(tmp_path):
+    needed = len(_characters(MIXED)) + 1 + 4
+    with pytest.raises(DataError) as error:
+        SentencePieceTokenizer.train(MIXED, tmp_path, vocab_size=40, model_type="char", unk_id=1, pad_id=0,
+                                     bos_id=2, eos_id=3, hard_vocab_limit=False)
+    message = str(error.value)
+    assert "characters outside the alphabet" in message and "e.g. line " in message
+    assert f"vocab_size {needed} holds them all" in message
+    assert "unknown_characters" in message
+
+
+def test_normalizer_makes_mixed_case_fit(tmp_path):
+    from speechkit.data.text_policy import TextNormalizer
+
+    upper = TextNormalizer(case="upper")
+    tokenizer = SentencePieceTokenizer.train(MIXED, tmp_path, vocab_size=40, model_type="char", unk_id=1,
+                                             pad_id=0, bos_id=2, eos_id=3, normalizer=upper)
+    assert tokenizer.alphabet() == _characters(WORDS)
+    assert tokenizer.decode(tokenizer.encode("NINE")) == "NINE"
+    assert tokenizer.unk_id not in tokenizer.encode(TextNormalizer(case="upper")(MIXED[0]))
+
+
+@pytest.mark.parametrize("policy", ["unknown", "drop_utterance", "drop_character"])
+def test_policies_let_a_small_vocabulary_train(tmp_path, policy):
+    tokenizer = SentencePieceTokenizer.train(MIXED, tmp_path, vocab_size=30, model_type="char", unk_id=1,
+                                             pad_id=0, bos_id=2, eos_id=3, unknown_characters=policy,
+                                             hard_vocab_limit=False)
+    report = tokenizer.training_coverage
+    assert len(tokenizer.alphabet()) == tokenizer.vocab_size - 5
+    assert tokenizer.vocab_size == 30 or policy == "drop_utterance" and tokenizer.vocab_size < 30
+    if policy == "unknown":  # the rare characters stayed in the text: the tokenizer cannot spell them
+        assert report and report.coverage < 1.0
+    else:
+        assert not report
+
+
+def test_a_policy_that_does_not_exist_and_text_all_dropped(tmp_path):
+    with pytest.raises(DataError, match="'ignore' does not exist"):
+        SentencePieceTokenizer.train(MIXED, tmp_path, vocab_size=40, unknown_characters="ignore")
+    with pytest.raises(DataError, match="leaves none of its 2 utterances with text"):
+        SentencePieceTokenizer.train(["AB", "CD"], tmp_path, vocab_size=3, model_type="char",
+                                     unknown_characters="drop_utterance")
