@@ -11,6 +11,7 @@ import importlib
 _LAZY = {
     "SentencePieceTokenizer": "speechkit.tokenizers.sentencepiece_tokenizer",
     "token_sequences": "speechkit.tokenizers.items",
+    "prepare_text_targets": "speechkit.tokenizers.text_targets",
 }
 
 
