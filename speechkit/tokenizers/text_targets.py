@@ -16,6 +16,7 @@ Example::
 """
 from __future__ import annotations
 
+import logging
 from typing import Callable, Optional
 
 from speechkit.data.text_policy import (
@@ -25,6 +26,8 @@ from speechkit.data.text_policy import (
     count_characters_outside,
 )
 from speechkit.errors import DataError
+
+logger = logging.getLogger(__name__)
 
 _HINT = ("choose a policy for them (unknown_characters: unknown, drop_utterance or drop_character), "
          "normalise the text (text_normalizer), or retrain the tokenizer on text that holds them "
@@ -91,6 +94,8 @@ def prepare_text_targets(datasets: dict, tokenizer_or_alphabet, normalizer: Opti
     alphabet = _alphabet_of(tokenizer_or_alphabet)
     texts = {split: split_texts(dataset, text_key, normalizer, split) for split, dataset in datasets.items()}
     reports = {split: count_characters_outside(pairs, alphabet, name=split) for split, pairs in texts.items()}
+    for line in coverage_lines(reports):
+        logger.info("%s", line)
     failing = [report for report in reports.values() if report]
     if failing and policy == "refuse":
         raise DataError("characters the tokenizer cannot spell (they would become its unknown piece):\n"

@@ -21,7 +21,7 @@ from speechkit.errors import HparamsError
 from speechkit.pretrained import EncoderASR
 from speechkit.templating import copy_template, templates_root
 from tests.helpers.scripts import load_script
-from tests.recipes.recipe_helpers import TINY_MODEL, run_script
+from tests.recipes.recipe_helpers import TINY_MODEL, run_script, write_corpus
 
 pytestmark = pytest.mark.slow  # each test starts recipe processes (a few seconds each)
 
@@ -289,3 +289,47 @@ def test_test_only_scores_the_held_out_engine_split(trained_copy, tiny_corpus, t
     report = (results / "wer_test_engine.txt").read_text()
     assert report.count("utt-test-") == 5
     assert (results / "manifests" / "trim_margin-0.1" / "test_engine.json").is_file()
+
+
+def _test_only(asr: Path, tiny_corpus: Path, output: Path, launcher: list) -> str:
+    """Score the test set with the freshly initialized model (same seed in both runs; no checkpoint in the
+    new output folder): it emits tokens everywhere, so every utterance has its own hypothesis and edits."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONHASHSEED": "0"}
+    done = subprocess.run([*launcher, "train.py", "hparams/train.yaml", "--data_folder", str(tiny_corpus),
+                           *TINY_MODEL, "--noprogressbar", "--test_only", "--output_folder", str(output)],
+                          cwd=asr, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-6000:]
+    return (output / "wer_test.txt").read_text()
+
+
+def test_wer_file_under_ddp_equals_the_single_process_file(trained_copy, tiny_corpus, tmp_path):
+    asr = trained_copy / "ASR"
+    single = _test_only(asr, tiny_corpus, tmp_path / "one", [sys.executable])
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
+    double = _test_only(asr, tiny_corpus, tmp_path / "two", torchrun)
+    assert "Scored 12 sentences, 0 not present in hyp." in single  # every test item, once
+    assert "Text normalised before scoring: unicode NFKC; numbers as written; upper case;" in single
+    assert sum(line.startswith("utt-test-") for line in single.splitlines()) == 12
+    assert double == single
+
+
+def test_characters_the_tokenizer_cannot_spell_stop_the_run(trained_copy, tmp_path):
+    """A corpus with a character outside the copy's tokenizer: refused before training, naming it; allowed
+    with a policy."""
+    corpus = write_corpus(tmp_path / "corpus", counts=(6, 2, 2))
+    rows = json.loads((corpus / "valid.json").read_text())
+    first = sorted(rows)[0]
+    rows[first]["text"] = "CAFÉ " + rows[first]["text"]
+    (corpus / "valid.json").write_text(json.dumps(rows))
+    args = ["hparams/train.yaml", "--data_folder", str(corpus), *TINY_MODEL, "--noprogressbar", "--debug",
+            "--number_of_epochs", "1", "--output_folder", str(tmp_path / "out"), "--lm_weight", "0"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    done = subprocess.run([sys.executable, "train.py", *args], cwd=trained_copy / "ASR", env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode != 0
+    assert "valid: 1 characters outside the alphabet, 1 occurrences in 1 of 2 utterances" in done.stderr
+    assert f"'É' (U+00C9 LATIN CAPITAL LETTER E WITH ACUTE): 1 times, e.g. {first}" in done.stderr
+    assert not (tmp_path / "out" / "save").exists() or not any((tmp_path / "out" / "save").iterdir())
+    run_script(trained_copy / "ASR" / "train.py",
+               [*args[:-4], "--output_folder", str(tmp_path / "dropped"), "--lm_weight", "0",
+                "--model.unknown_characters", "drop_utterance"])

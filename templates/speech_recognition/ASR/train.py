@@ -26,7 +26,7 @@ from speechkit.nn.losses import ctc_loss, label_smoothed_nll_loss
 from speechkit.pretrained.loading import load_into, load_weights
 from speechkit.recipe import fit_and_evaluate, sibling_module, start
 from speechkit.stage import Stage
-from speechkit.tokenizers import SentencePieceTokenizer, token_sequences
+from speechkit.tokenizers import SentencePieceTokenizer, prepare_text_targets, token_sequences
 
 prepare = sibling_module(__file__, "prepare")  # the recipe's own data preparation, next to this file
 
@@ -85,19 +85,25 @@ class ASR(speechkit.Brain):
     def on_stage_start(self, stage, epoch=None):
         every = max(1, int(self.hparams.valid_decoding_every))
         self.decode_now = stage == Stage.TEST or epoch is None or epoch % every == 0
-        if stage != Stage.TRAIN:
-            self.wer_stats, self.cer_stats, self.hypotheses = ErrorRateStats(), ErrorRateStats(cer=True), {}
+        if stage != Stage.TRAIN:  # scored on normalised text, as the targets were trained
+            normalizer = self.hparams.model["text_normalizer"]
+            self.wer_stats = ErrorRateStats(normalizer=normalizer)
+            self.cer_stats, self.hypotheses = ErrorRateStats(cer=True, normalizer=normalizer), {}
 
     def on_stage_end(self, stage, stage_loss, epoch=None):
         if stage == Stage.TRAIN or not self.decode_now:
             return None
+        # summarize gathers every process's utterances (a collective), so the WER file holds them all.
+        rates = {"WER": self.wer_stats.summarize("error_rate"), "CER": self.cer_stats.summarize("error_rate")}
         if stage == Stage.TEST and self.context.is_main:
             self.wer_stats.write_stats(self.hparams.wer_file)
-        return {"WER": self.wer_stats.summarize("error_rate"), "CER": self.cer_stats.summarize("error_rate")}
+        return rates
 
 
 def dataio_prepare(hparams: dict, manifests: dict, tokenizer) -> dict:
-    """Datasets of the splits, edge silence trimmed (see train.yaml): audio and tokens, read lazily."""
+    """Datasets of the splits, edge silence trimmed (see train.yaml): audio and tokens, read lazily. The
+    tokens are those of the normalised text; characters the tokenizer cannot spell are counted in every
+    split first (refused unless ``unknown_characters`` says otherwise)."""
     model, data_root = hparams["model"], {"data_root": hparams["data_folder"]}
     manifests = trim_splits_once(manifests, hparams["trim_splits"], os.path.join(hparams["output_folder"],
                                  "manifests"), data_root, margin=hparams["trim_margin"],
@@ -108,9 +114,13 @@ def dataio_prepare(hparams: dict, manifests: dict, tokenizer) -> dict:
         if split == "train":
             dataset = dataset.filtered_sorted(key_max_value={"duration": hparams["max_train_duration"]})
         dataset.add_dynamic_item(hparams["audio_policy"], takes=["wav"], provides=["sig"])
-        dataset.add_dynamic_item(token_sequences(tokenizer, model["bos_index"], model["eos_index"]))
-        dataset.set_output_keys(["id", "sig", "text", "tokens_bos", "tokens_eos", "tokens"])
         datasets[split] = dataset
+    datasets, _ = prepare_text_targets(datasets, tokenizer, model["text_normalizer"],
+                                       policy=model["unknown_characters"])
+    for dataset in datasets.values():
+        dataset.add_dynamic_item(token_sequences(tokenizer, model["bos_index"], model["eos_index"],
+                                                 text_key="target_text"))
+        dataset.set_output_keys(["id", "sig", "text", "tokens_bos", "tokens_eos", "tokens"])
     return datasets
 
 
@@ -120,7 +130,8 @@ def build_brain(hparams: dict, run_opts, manifests: dict) -> ASR:
     tokenizer = SentencePieceTokenizer.load_or_train(
         model["tokenizer_file"], manifests["train"], vocab_size=model["vocab_size"],
         model_type=model["token_type"], pad_id=model["blank_index"], unk_id=1, bos_id=model["bos_index"],
-        eos_id=model["eos_index"], replacements=data_root, hard_vocab_limit=False)
+        eos_id=model["eos_index"], replacements=data_root, hard_vocab_limit=False,
+        normalizer=model["text_normalizer"], unknown_characters=model["unknown_characters"])
     # No attention loss: the decoder would get no gradient (and stall DDP), so it stays frozen.
     trainable = [m for m in hparams["trainable_modules"] if m != "decoder" or hparams["ctc_weight"] < 1.0]
     lm_file = hparams.get("lm_checkpoint")

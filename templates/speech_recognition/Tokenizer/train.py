@@ -24,10 +24,13 @@ def main(argv):
         model_type=hparams["token_type"], text_field=hparams["text_field"],
         replacements={"data_root": hparams["data_folder"]}, pad_id=hparams["pad_index"],
         unk_id=hparams["unk_index"], bos_id=hparams["bos_index"], eos_id=hparams["eos_index"],
-        hard_vocab_limit=False)
+        hard_vocab_limit=False, normalizer=hparams["text_normalizer"],
+        unknown_characters=hparams["unknown_characters"])
     tokenizer.save(target)
-    example = "THE OLD FARMER CARRIED TWO BASKETS"
+    example = hparams["text_normalizer"]("The old farmer carried two baskets.")
     print(f"{target}: {tokenizer.vocab_size} pieces; {example!r} -> {tokenizer.encode_as_pieces(example)}")
+    print(f"Text: {hparams['text_normalizer'].describe()}")
+    print(tokenizer.training_coverage.format())
     return tokenizer
 
 
