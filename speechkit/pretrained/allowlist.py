@@ -68,6 +68,7 @@ SPEECHKIT_CLASSES = {
     "speechkit.decoding": ("AttentionBeamSearch", "CTCPrefixBeamSearch", "CTCPrefixScorer", "Lexicon",
                            "PrefixLanguageModelScores"),
     "speechkit.data.encoders": ("CTCLabelEncoder", "LabelEncoder"),
+    "speechkit.data.text_policy": ("TextNormalizer",),
     "speechkit.schedulers": ("NewBobScheduler", "NoamScheduler", "ReduceLROnPlateau",
                              "WarmupCosineScheduler"),
     "speechkit.models.wav2vec2": ("Wav2Vec2Config", "Wav2Vec2Model", "WaveformNormalization"),

@@ -333,3 +333,18 @@ def test_characters_the_tokenizer_cannot_spell_stop_the_run(trained_copy, tmp_pa
     run_script(trained_copy / "ASR" / "train.py",
                [*args[:-4], "--output_folder", str(tmp_path / "dropped"), "--lm_weight", "0",
                 "--model.unknown_characters", "drop_utterance"])
+
+
+def test_template_normalizer_maps_the_built_in_corpus_to_itself_and_inference_agrees():
+    import random
+
+    from speechkit.corpus.text import make_sentences, vocabulary
+
+    folder = templates_root() / "speech_recognition" / "ASR" / "hparams"
+    normalize = speechkit.load_hparams(folder / "ASR.yaml")["text_normalizer"]
+    sentences = make_sentences(500, random.Random(0))
+    assert [normalize(sentence) for sentence in sentences] == sentences
+    assert [normalize(word) for word in vocabulary()] == vocabulary()
+    assert normalize("Nine, ten!") == "NINE TEN"
+    exported = speechkit.load_hparams(folder / "inference.yaml")["text_normalizer"]
+    assert repr(exported) == repr(normalize)
