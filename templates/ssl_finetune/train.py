@@ -78,9 +78,11 @@ class CTCFineTuning(speechkit.Brain):
     def on_stage_end(self, stage, stage_loss, epoch=None):
         if stage == Stage.TRAIN:
             return None
+        # summarize gathers every process's utterances (a collective), so the WER file holds them all.
+        rates = {"WER": self.wer_stats.summarize("error_rate"), "CER": self.cer_stats.summarize("error_rate")}
         if stage == Stage.TEST and self.context.is_main:
             self.wer_stats.write_stats(self.hparams.wer_file)
-        return {"WER": self.wer_stats.summarize("error_rate"), "CER": self.cer_stats.summarize("error_rate")}
+        return rates
 
 
 def build_encoder(hparams: dict):
