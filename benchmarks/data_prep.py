@@ -192,6 +192,8 @@ def main(argv=None) -> int:
     parser.add_argument("--rounds", type=int, default=2, help="passes over the batches")
     parser.add_argument("--tiny", action="store_true", help="a tiny model and 8 utterances (a smoke run)")
     parser.add_argument("--quality", action="store_true", help="also the resampler quality table")
+    parser.add_argument("--import-clips", type=int, default=200, help="files per layout for the import and "
+                        "check table (benchmarks/data_import_check.py); 0 leaves it out")
     args = parser.parse_args(argv)
     torch.manual_seed(0)
     count = 8 if args.tiny else args.utterances
@@ -226,6 +228,11 @@ def main(argv=None) -> int:
         print("| --- | --- | --- | --- |")
         for label, folded_db, passband, cost in resampler_quality():
             print(f"| {label} | {folded_db:.0f} dB | {passband:.1e} | {cost:.2f} ms |")
+    if args.import_clips > 0 and not args.tiny:
+        import data_import_check  # beside this script
+
+        print("\n`speechkit data import` and `speechkit data check` per hour of audio:\n")
+        data_import_check.main(["--clips", str(args.import_clips)])
     return 0
 
 
