@@ -47,8 +47,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--audio-field", default=None, help="Manifest field of the input (default: wav; "
                         "separate: wav, else mix_wav as `speechkit mixtures` writes; generate: mel, the mel "
                         "array's .npy).")
-    parser.add_argument("--text-field", default="words", help="Manifest field of the reference text "
-                        "(transcribe: the merge reports a WER when every item has one).")
+    parser.add_argument("--text-field", default=None, help="Manifest field of the reference text "
+                        "(transcribe: the merge reports a WER when every item has one; default: text, the "
+                        "field speechkit's manifests write, else words).")
     parser.add_argument("--layer", default=None, help="extract: the wav2vec 2.0 layer, a block index (0: "
                         "the Transformer's input), 'all' (every one, stacked) or 'output' (default).")
     parser.add_argument("--padded-batches", action="store_true", help="separate, extract, generate: run "

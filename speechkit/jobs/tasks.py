@@ -109,13 +109,17 @@ def pad(inputs: list) -> tuple:
 @register_task
 class TranscribeTask(Task):
     """ASR: each item's hypothesis goes into the ledger. The merge writes ``transcripts.txt`` (``id<TAB>text``
-    lines) and ``results.json`` sorted by id, and, when every row has ``text_field``, ``wer.txt`` and the WER
-    (the same as one process over the whole manifest: the models are batch-invariant)."""
+    lines) and ``results.json`` sorted by id, and, when every row has ``text_field`` (by default ``text``, the
+    field speechkit's manifests write, else ``words``), ``wer.txt`` and the WER (the same as one process over
+    the whole manifest: the models are batch-invariant)."""
 
     name = "transcribe"
     methods = ("transcribe_batch", "load_audio")
 
-    def __init__(self, audio_field: str = "wav", text_field: str = "words"):
+    #: Reference fields looked for, in order, when no text_field is given (as `speechkit evaluate` does).
+    default_text_fields = ("text", "words")
+
+    def __init__(self, audio_field: str = "wav", text_field: Optional[str] = None):
         super().__init__(audio_field)
         self.text_field = text_field
 
@@ -125,7 +129,7 @@ class TranscribeTask(Task):
 
     @property
     def keep_fields(self) -> tuple:
-        return (self.text_field,)
+        return (self.text_field,) if self.text_field else self.default_text_fields
 
     def run(self, model, inputs: list) -> list:
         texts, _ = model.transcribe_batch(*pad(inputs))
@@ -143,8 +147,14 @@ class TranscribeTask(Task):
         write_atomic(folder / "results.json", lambda path: path.write_text(
             json.dumps(results, indent=1, ensure_ascii=False) + "\n", encoding="utf-8"))
         summary = {"items": len(records), "transcripts": str(folder / "transcripts.txt")}
-        references = {i: fields.get(i, {}).get(self.text_field) for i in records}
-        if records and all(isinstance(text, str) for text in references.values()):
+        def references_in(field):
+            return {i: fields.get(i, {}).get(field) for i in records}
+
+        candidates = [self.text_field] if self.text_field else self.default_text_fields
+        found = [references_in(f) for f in candidates
+                 if all(isinstance(text, str) for text in references_in(f).values())]
+        references = found[0] if found else {}
+        if records and found:
             from speechkit.metrics import ErrorRateStats
 
             stats = ErrorRateStats()
