@@ -10,6 +10,7 @@ Example:
 from speechkit.nn.attention import MultiHeadAttention, attention_mask, scaled_dot_product_attention_aligned
 from speechkit.nn.conformer import ConformerBlock, ConvolutionModule
 from speechkit.nn.feedforward import FeedForward
+from speechkit.nn.margin_losses import AAMSoftmaxLoss, AMSoftmaxLoss
 from speechkit.nn.losses import CTCLoss, LabelSmoothedNLLLoss, ctc_loss, label_smoothed_nll_loss
 from speechkit.nn.masks import check_lengths, length_mask, values_checkable, zero_padding
 from speechkit.nn.normalization import MaskedInstanceNorm, masked_mean_var
@@ -21,6 +22,8 @@ from speechkit.nn.subsampling import Conv2dSubsampling, subsampled_lengths
 from speechkit.nn.transformer import TransformerDecoderLayer, TransformerEncoderLayer
 
 __all__ = [
+    "AAMSoftmaxLoss",
+    "AMSoftmaxLoss",
     "CTCLoss",
     "ConformerBlock",
     "Conv2dSubsampling",
