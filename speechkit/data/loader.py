@@ -166,8 +166,9 @@ def make_dataloader(dataset: Any, stage: Union[Stage, str], *, rank: int = 0, wo
             ``"descending"`` or None), ``length_key`` (``"duration"``), ``dynamic_batching`` (a dict of
             :class:`~speechkit.data.samplers.DynamicBatchSampler` arguments, e.g. ``{max_batch_length: 200,
             num_buckets: 40}``, or None), ``speaker_balanced`` (training only: a dict of
-            :class:`~speechkit.data.speaker_sampler.SpeakerBalancedSampler` options, ``{speakers_per_batch: 16,
-            utterances_per_speaker: 2, speaker_key: spk}``, or None), ``num_workers`` (0), ``prefetch_factor``, ``pin_memory``,
+            :class:`~speechkit.data.speaker_sampler.SpeakerBalancedSampler` options,
+            ``{speakers_per_batch: 16, utterances_per_speaker: 2, speaker_key: spk}``, or None),
+            ``num_workers`` (0), ``prefetch_factor``, ``pin_memory``,
             ``collate_fn`` (default :class:`~speechkit.data.batch.PaddedBatch`), ``pad_to_multiple`` (None:
             the default collate pads time to a multiple of it, for few distinct batch shapes under
             ``torch.compile`` or CUDA graphs), ``drop_last``, ``timeout``.

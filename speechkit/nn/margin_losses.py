@@ -3,8 +3,8 @@ margin warm-up and optional sub-centres.
 
 Both score an embedding against one (or ``sub_centers``) learned unit vector per class by cosine, take the
 largest sub-centre's cosine per class (sub-centre ArcFace: noisy labels fall on a secondary centre), penalise
-the target class by a margin (additive angular: ``cos(theta + m)``; additive cosine: ``cos(theta) - m``), scale
-by ``scale`` and apply cross entropy. The margin grows linearly from 0 to ``margin`` over the first
+the target class by a margin (additive angular: ``cos(theta + m)``; additive cosine: ``cos(theta) - m``),
+scale by ``scale`` and apply cross entropy. The margin grows linearly from 0 to ``margin`` over the first
 ``warmup_steps`` training calls (the count is a buffer, saved and restored with the checkpoint), which lets a
 model from scratch find the classes before the margin makes them hard.
 
@@ -29,7 +29,8 @@ class _MarginSoftmax(nn.Module):
                  warmup_steps: int):
         super().__init__()
         if num_classes < 2 or sub_centers < 1 or scale <= 0 or margin < 0 or warmup_steps < 0:
-            raise ValueError("need num_classes >= 2, sub_centers >= 1, scale > 0, margin >= 0, warmup_steps >= 0")
+            raise ValueError("need num_classes >= 2, sub_centers >= 1, scale > 0, margin >= 0 and "
+                             "warmup_steps >= 0")
         self.num_classes, self.sub_centers = num_classes, sub_centers
         self.margin, self.scale, self.warmup_steps = float(margin), float(scale), int(warmup_steps)
         self.weight = nn.Parameter(torch.empty(num_classes * sub_centers, embedding_size))

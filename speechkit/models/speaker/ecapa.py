@@ -44,7 +44,8 @@ class Res2NetBlock(nn.Module):
         if in_channels % scale or out_channels % scale:
             raise ValueError(f"channels ({in_channels}, {out_channels}) must be divisible by scale {scale}")
         self.scale = scale
-        self.blocks = nn.ModuleList(TDNNBlock(in_channels // scale, out_channels // scale, kernel_size, dilation)
+        self.blocks = nn.ModuleList(TDNNBlock(in_channels // scale, out_channels // scale, kernel_size,
+                                              dilation)
                                     for _ in range(scale - 1))
 
     def forward(self, x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
@@ -122,8 +123,8 @@ class ECAPATDNN(nn.Module):
         self.input_size, self.embedding_size = input_size, lin_neurons
         self.blocks = nn.ModuleList([TDNNBlock(input_size, channels[0], kernel_sizes[0], dilations[0])])
         for index in range(1, len(channels) - 1):
-            self.blocks.append(SERes2NetBlock(channels[index - 1], channels[index], res2net_scale, se_channels,
-                                              kernel_sizes[index], dilations[index]))
+            self.blocks.append(SERes2NetBlock(channels[index - 1], channels[index], res2net_scale,
+                                              se_channels, kernel_sizes[index], dilations[index]))
         self.mfa = TDNNBlock(sum(channels[1:-1]), channels[-1], kernel_sizes[-1], dilations[-1])
         self.asp = AttentiveStatisticsPooling(channels[-1], attention_channels, global_context)
         self.asp_bn = nn.BatchNorm1d(channels[-1] * 2)

@@ -22,11 +22,11 @@ from speechkit.nn.masks import length_mask
 
 
 def reflect_pad(x: torch.Tensor, lengths: torch.Tensor, pad: int) -> torch.Tensor:
-    """(batch, channels, time + 2 * pad): each item reflect-padded at its start and at its own last valid frame.
+    """(batch, channels, time + 2 * pad): each item reflect-padded at its start and its own last valid frame.
 
     Equal to ``F.pad(x[i:i+1, :, :lengths[i]], (pad, pad), mode="reflect")`` on the valid part of each item
-    (indices are clamped for items shorter than ``pad + 1`` frames, where reflection is undefined). Built with a
-    gather, so it exports to ONNX with a dynamic time axis.
+    (indices are clamped for items shorter than ``pad + 1`` frames, where reflection is undefined). Built
+    with a gather, so it exports to ONNX with a dynamic time axis.
     """
     if pad == 0:
         return x
@@ -40,8 +40,8 @@ def reflect_pad(x: torch.Tensor, lengths: torch.Tensor, pad: int) -> torch.Tenso
 
 
 def masked_statistics(x: torch.Tensor, weights: torch.Tensor, eps: float = 1e-12) -> tuple:
-    """Weighted mean and standard deviation over time: ``x`` (batch, channels, time), ``weights`` broadcastable
-    to it and summing to one over each item's valid frames. Returns two (batch, channels) tensors."""
+    """Weighted mean and standard deviation over time: ``x`` (batch, channels, time), ``weights``
+    broadcastable to it and summing to one over each item's valid frames. Returns two (batch, channels) tensors."""
     x = x.masked_fill(weights == 0, 0.0)  # padded frames may hold NaN or inf; 0 * NaN would be NaN
     mean = (weights * x).sum(dim=2)
     var = (weights * (x - mean.unsqueeze(2)).pow(2)).sum(dim=2)
@@ -119,7 +119,8 @@ class AttentiveStatisticsPooling(nn.Module):
         return torch.cat([mean, std], dim=1)
 
 
-def check_features(x: torch.Tensor, lengths: Optional[torch.Tensor], num_features: int, who: str) -> torch.Tensor:
+def check_features(x: torch.Tensor, lengths: Optional[torch.Tensor], num_features: int,
+                   who: str) -> torch.Tensor:
     """The lengths of ``x`` (batch, frames, features) as int64, after checking shapes (full length if None)."""
     from speechkit.nn.masks import checked_lengths
 

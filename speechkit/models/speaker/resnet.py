@@ -65,8 +65,8 @@ class ResNetSpeaker(nn.Module):
         embedding_size: embedding dimension (256).
     """
 
-    def __init__(self, input_size: int = 80, num_blocks: Sequence[int] = (3, 4, 6, 3), base_channels: int = 32,
-                 embedding_size: int = 256):
+    def __init__(self, input_size: int = 80, num_blocks: Sequence[int] = (3, 4, 6, 3),
+                 base_channels: int = 32, embedding_size: int = 256):
         super().__init__()
         self.input_size, self.embedding_size = input_size, embedding_size
         self.conv1 = nn.Conv2d(1, base_channels, 3, 1, 1, bias=False)
