@@ -41,7 +41,8 @@ def reflect_pad(x: torch.Tensor, lengths: torch.Tensor, pad: int) -> torch.Tenso
 
 def masked_statistics(x: torch.Tensor, weights: torch.Tensor, eps: float = 1e-12) -> tuple:
     """Weighted mean and standard deviation over time: ``x`` (batch, channels, time), ``weights``
-    broadcastable to it and summing to one over each item's valid frames. Returns two (batch, channels) tensors."""
+    broadcastable to it and summing to one over each item's valid frames. Returns two (batch, channels)
+    tensors."""
     x = x.masked_fill(weights == 0, 0.0)  # padded frames may hold NaN or inf; 0 * NaN would be NaN
     mean = (weights * x).sum(dim=2)
     var = (weights * (x - mean.unsqueeze(2)).pow(2)).sum(dim=2)
@@ -121,7 +122,7 @@ class AttentiveStatisticsPooling(nn.Module):
 
 def check_features(x: torch.Tensor, lengths: Optional[torch.Tensor], num_features: int,
                    who: str) -> torch.Tensor:
-    """The lengths of ``x`` (batch, frames, features) as int64, after checking shapes (full length if None)."""
+    """The lengths of ``x`` (batch, frames, features) as int64 after checking shapes (all frames if None)."""
     from speechkit.nn.masks import checked_lengths
 
     if x.dim() != 3 or x.shape[2] != num_features:
