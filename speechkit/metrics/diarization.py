@@ -35,7 +35,8 @@ def _merged(segments: Sequence[tuple], what: str) -> dict:
         try:
             start, end, speaker = float(segment[0]), float(segment[1]), str(segment[2])
         except (TypeError, ValueError, IndexError):
-            raise DataError(f"{what} segment {number}: expected (start, end, speaker), got {segment!r}") from None
+            raise DataError(f"{what} segment {number}: expected (start, end, speaker), "
+                            f"got {segment!r}") from None
         if not (np.isfinite(start) and np.isfinite(end)) or end < start or start < 0:
             raise DataError(f"{what} segment {number}: bad times {start}..{end} for speaker {speaker!r}")
         if end > start:

@@ -73,8 +73,8 @@ def min_dcf(scores: Sequence[float], labels: Sequence[int], p_target: float = 0.
     """``(min_dcf, threshold)``: the normalized detection cost at the best threshold (0 is perfect, 1 is no
     better than always accepting or always rejecting)."""
     if not 0.0 < p_target < 1.0 or c_miss <= 0 or c_fa <= 0:
-        raise DataError(f"need 0 < p_target < 1 and positive costs, got p_target={p_target}, c_miss={c_miss}, "
-                        f"c_fa={c_fa}")
+        raise DataError(f"need 0 < p_target < 1 and positive costs, got p_target={p_target}, "
+                        f"c_miss={c_miss}, c_fa={c_fa}")
     p_fa, p_miss, thresholds = error_rates(scores, labels)
     cost = c_miss * p_target * p_miss + c_fa * (1.0 - p_target) * p_fa
     index = int(np.argmin(cost))

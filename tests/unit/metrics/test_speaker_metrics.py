@@ -1,4 +1,5 @@
-"""EER and minDCF against scikit-learn's ROC; DER with collar and overlap handling against pyannote.metrics."""
+"""EER and minDCF against scikit-learn's ROC; DER with collar and overlap handling against
+pyannote.metrics."""
 from __future__ import annotations
 
 import numpy as np
@@ -11,7 +12,8 @@ from speechkit.metrics.verification import equal_error_rate, min_dcf, verificati
 sklearn_metrics = pytest.importorskip("sklearn.metrics")
 
 
-def _trials(seed: int, targets: int = 300, nontargets: int = 3000, separation: float = 2.0, ties: bool = False):
+def _trials(seed: int, targets: int = 300, nontargets: int = 3000, separation: float = 2.0,
+            ties: bool = False):
     rng = np.random.default_rng(seed)
     scores = np.r_[rng.normal(separation, 1.0, targets), rng.normal(0.0, 1.0, nontargets)]
     if ties:
