@@ -12,7 +12,14 @@ Example:
     >>> wavs, lengths = augmenter(torch.randn(2, 1600), torch.tensor([1600, 900]), seeds)
 """
 from speechkit.augment.augmenter import Augmenter
-from speechkit.augment.core import RandomGain, WaveAugmentation, generator_for, item_seed, item_seeds
+from speechkit.augment.core import (
+    RandomGain,
+    WaveAugmentation,
+    generator_for,
+    item_seed,
+    item_seeds,
+    random_crops,
+)
 from speechkit.augment.noise import AddNoise, Babble, ChunkDrop, colored_noise
 from speechkit.augment.reverb import Reverb
 from speechkit.augment.spectral import BandLimit, Equalizer, FormantWarp, FrequencyDrop
@@ -20,4 +27,4 @@ from speechkit.augment.tempo import MuLaw, PitchShift, SpeedPerturb, time_stretc
 
 __all__ = ["AddNoise", "Augmenter", "Babble", "BandLimit", "ChunkDrop", "Equalizer", "FormantWarp",
            "FrequencyDrop", "MuLaw", "PitchShift", "RandomGain", "Reverb", "SpeedPerturb", "WaveAugmentation",
-           "colored_noise", "generator_for", "item_seed", "item_seeds", "time_stretch"]
+           "colored_noise", "generator_for", "item_seed", "item_seeds", "random_crops", "time_stretch"]

@@ -9,9 +9,14 @@ Example:
 import torch  # noqa: F401  (the doctest above uses it)
 
 from speechkit.models.speaker.ecapa import ECAPATDNN, PRESETS
-from speechkit.models.speaker.layers import AttentiveStatisticsPooling, StatisticsPooling, TDNNBlock
+from speechkit.models.speaker.layers import (
+    AttentiveStatisticsPooling,
+    EmbeddingNormalization,
+    StatisticsPooling,
+    TDNNBlock,
+)
 from speechkit.models.speaker.resnet import ResNetSpeaker, resnet34
 from speechkit.models.speaker.xvector import XVector
 
-__all__ = ["ECAPATDNN", "PRESETS", "AttentiveStatisticsPooling", "StatisticsPooling", "TDNNBlock",
+__all__ = ["ECAPATDNN", "PRESETS", "AttentiveStatisticsPooling", "EmbeddingNormalization", "StatisticsPooling", "TDNNBlock",
            "ResNetSpeaker", "resnet34", "XVector"]

@@ -130,3 +130,16 @@ def check_features(x: torch.Tensor, lengths: Optional[torch.Tensor], num_feature
     if lengths is None:
         return torch.full((x.shape[0],), x.shape[1], dtype=torch.int64, device=x.device)
     return checked_lengths(x, lengths)
+
+
+class EmbeddingNormalization(nn.Module):
+    """Subtract a global mean from embeddings (and divide by a global deviation when ``std`` is given):
+    ``forward(embeddings (batch, dim)) -> (batch, dim)``. Imported SpeechBrain models carry one."""
+
+    def __init__(self, dim: int, mean: Optional[torch.Tensor] = None, std: Optional[torch.Tensor] = None):
+        super().__init__()
+        self.register_buffer("mean", torch.zeros(dim) if mean is None else mean.reshape(dim).float())
+        self.register_buffer("std", torch.ones(dim) if std is None else std.reshape(dim).float())
+
+    def forward(self, embeddings: torch.Tensor) -> torch.Tensor:
+        return (embeddings - self.mean) / self.std
