@@ -173,7 +173,8 @@ def graph_specs(interface) -> list:
                           min_length=64, min_time=kernel)]
     if isinstance(interface, SpeakerRecognition):
         mods = interface.mods
-        optional = {name: mods[name] if name in mods else None for name in ("mean_var_norm", "embedding_norm")}
+        optional = {name: mods[name] if name in mods else None
+                    for name in ("mean_var_norm", "embedding_norm")}
         module = EmbedderGraph(mods["compute_features"], optional["mean_var_norm"], mods["embedding_model"],
                                optional["embedding_norm"])
         axes = _wave_axes("wavs", {"embeddings": {0: "batch"}})
