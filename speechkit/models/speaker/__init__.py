@@ -18,5 +18,5 @@ from speechkit.models.speaker.layers import (
 from speechkit.models.speaker.resnet import ResNetSpeaker, resnet34
 from speechkit.models.speaker.xvector import XVector
 
-__all__ = ["ECAPATDNN", "PRESETS", "AttentiveStatisticsPooling", "EmbeddingNormalization", "StatisticsPooling",
-           "TDNNBlock", "ResNetSpeaker", "resnet34", "XVector"]
+__all__ = ["ECAPATDNN", "PRESETS", "AttentiveStatisticsPooling", "EmbeddingNormalization",
+           "StatisticsPooling", "TDNNBlock", "ResNetSpeaker", "resnet34", "XVector"]
