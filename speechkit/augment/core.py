@@ -191,6 +191,6 @@ def random_crops(wavs: torch.Tensor, lengths: torch.Tensor, samples: int, seeds:
     out_lengths = torch.clamp(lengths, max=width)
     for index, (length, seed) in enumerate(zip(lengths.tolist(), seeds)):
         room = max(0, int(length) - width)
-        start = int(torch.randint(0, room + 1, (1,), generator=generator_for(seed))) if room else 0
+        start = int(torch.randint(0, room + 1, (1,), generator=generator_for(int(seed)))) if room else 0
         out[index, : int(out_lengths[index])] = wavs[index, start:start + int(out_lengths[index])]
     return out, out_lengths

@@ -107,3 +107,17 @@ class VerificationStats:
         with open(path, "w", encoding="utf-8") as handle:
             for trial, score in self.scores:
                 handle.write(f"{trial.label} {trial.enrol} {trial.test} {trial.kind} {score:.6f}\n")
+
+
+def format_summary(summary: dict, description: str = "") -> str:
+    """The lines of a verification report: EER (%) and minDCF overall, same-engine and cross-engine."""
+    lines = [f"speaker verification: {description}" if description else "speaker verification"]
+    for prefix, name in (("", "all trials"), ("same_engine_", "same-engine non-targets"),
+                         ("cross_engine_", "cross-engine non-targets")):
+        if f"{prefix}eer" not in summary:
+            continue
+        eer, low, high = (summary[f"{prefix}{key}"] for key in ("eer", "min_dcf@0.01", "min_dcf@0.05"))
+        lines.append(f"{name:<26} EER {eer:6.2f}%  minDCF(0.01) {low:.4f}  minDCF(0.05) {high:.4f}"
+                     f"  ({summary[f'{prefix}nontargets']} non-targets)")
+    lines.append(f"targets: {summary['targets']}; threshold at the EER: {summary['threshold']:.4f}")
+    return "\n".join(lines) + "\n"

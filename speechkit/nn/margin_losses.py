@@ -55,7 +55,7 @@ class _MarginSoftmax(nn.Module):
 
     def logits(self, embeddings: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         """(batch, num_classes) scaled logits with the target classes penalised by the current margin."""
-        labels = labels.reshape(-1).to(torch.int64)
+        labels = torch.as_tensor(labels, device=embeddings.device).reshape(-1).to(torch.int64)
         if labels.shape[0] != embeddings.shape[0]:
             raise DataError(f"{labels.shape[0]} labels for {embeddings.shape[0]} embeddings")
         if labels.numel() and (int(labels.min()) < 0 or int(labels.max()) >= self.num_classes):
@@ -66,8 +66,10 @@ class _MarginSoftmax(nn.Module):
         return self.scale * torch.where(one_hot, target, cosine)
 
     def forward(self, embeddings: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        """Mean cross entropy of ``embeddings`` (batch, dim) against int ``labels`` (batch,) or (batch, 1)."""
-        loss = F.cross_entropy(self.logits(embeddings, labels), labels.reshape(-1).to(torch.int64))
+        """Mean cross entropy of ``embeddings`` (batch, dim) against int ``labels`` (batch,) or (batch, 1)
+        (a tensor or a list)."""
+        labels = torch.as_tensor(labels, device=embeddings.device).reshape(-1).to(torch.int64)
+        loss = F.cross_entropy(self.logits(embeddings, labels), labels)
         if self.training:
             self.steps += 1
         return loss
