@@ -39,9 +39,9 @@ def test_copied_template_trains_reports_exports_and_verifies(tmp_path, capsys):
     assert "eer" in log
     inference = (dest / "hparams" / "inference.yaml").read_text()
     tiny = inference
-    for big, small in (("n_mels: 80", "n_mels: 24"), ("[256, 256, 256, 256, 768]", "[32, 32, 32, 32, 96]"),
-                       ("attention_channels: 64", "attention_channels: 16"),
-                       ("se_channels: 64", "se_channels: 8"), ("lin_neurons: 128", "lin_neurons: 16")):
+    for big, small in (("n_mels: 80", "n_mels: 24"), ("[128, 128, 128, 128, 384]", "[32, 32, 32, 32, 96]"),
+                       ("attention_channels: 32", "attention_channels: 16"),
+                       ("se_channels: 32", "se_channels: 8"), ("lin_neurons: 128", "lin_neurons: 16")):
         tiny = tiny.replace(big, small)
     (tmp_path / "tiny_inference.yaml").write_text(tiny)
     assert speechkit_main(["export", "--checkpoints", str(dest / "results" / "run" / "save"), "--hparams",

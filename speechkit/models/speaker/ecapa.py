@@ -27,8 +27,8 @@ from speechkit.nn.masks import length_mask
 PRESETS = {
     "paper": dict(channels=(1024, 1024, 1024, 1024, 3072), attention_channels=128, lin_neurons=192,
                   res2net_scale=8, se_channels=128),
-    "small": dict(channels=(256, 256, 256, 256, 768), attention_channels=64, lin_neurons=128, res2net_scale=4,
-                  se_channels=64),
+    "small": dict(channels=(128, 128, 128, 128, 384), attention_channels=32, lin_neurons=128, res2net_scale=4,
+                  se_channels=32),
     "tiny": dict(channels=(32, 32, 32, 32, 96), attention_channels=16, lin_neurons=16, res2net_scale=4,
                  se_channels=8),
 }
