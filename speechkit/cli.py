@@ -31,6 +31,8 @@ COMMANDS = {
     "embed": ("speechkit.pretrained.cli_embed", "Write a vocoder's mel embeddings of audio files and blends "
               "between two of them, for 'infer --task generate'."),
     "verify": ("speechkit.commands.verify", "Say whether two recordings share a speaker (speaker model)."),
+    "diarize": ("speechkit.commands.diarize", "Say who spoke when in recordings (speaker model); write "
+                "RTTM."),
     "mixtures": ("speechkit.data.mixtures_cli", "Write speech mixtures (mix/, s1/, s2/) from a manifest."),
     "infer": ("speechkit.jobs.cli", "Run a model over a manifest as a sharded job that survives preemption "
               "(--status, --merge)."),
