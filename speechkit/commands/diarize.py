@@ -78,8 +78,9 @@ def run(args: argparse.Namespace) -> int:
     if reference is not None and totals["total"] > 0:
         errors = totals["missed"] + totals["false_alarm"] + totals["confusion"]
         share = {key: 100 * totals[key] / totals["total"] for key in ("missed", "false_alarm", "confusion")}
-        print(f"all {len(ids)} recordings: DER {100 * errors / totals['total']:.2f}% (collar {args.collar} s: "
-              f"missed {share['missed']:.2f}%, false alarm {share['false_alarm']:.2f}%, confusion "
+        print(f"all {len(ids)} recordings: DER {100 * errors / totals['total']:.2f}% "
+              f"(collar {args.collar} s: missed {share['missed']:.2f}%, false alarm "
+              f"{share['false_alarm']:.2f}%, confusion "
               f"{share['confusion']:.2f}%); speaker count wrong in {count_errors} of {len(ids)}", flush=True)
     print(args.rttm, flush=True)
     return 0
