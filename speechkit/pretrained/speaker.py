@@ -7,7 +7,7 @@ A speaker model folder's ``hyperparams.yaml`` declares ``interface: SpeakerRecog
 and an optional ``embedding_norm`` (``(batch, dim) -> (batch, dim)``); ``threshold``, the cosine score above
 which two recordings are called the same speaker (the recipe reports the one at the validation EER); and a
 ``pretrainer`` naming the weight files. ``speechkit export`` writes one from the speaker recognition recipe;
-:func:`speechkit.models.speaker.speechbrain_import.import_speechbrain_folder` converts a SpeechBrain one.
+:func:`speechkit.pretrained.speechbrain_import.import_speechbrain_folder` converts a SpeechBrain one.
 
 Example:
     >>> from speechkit.pretrained import SpeakerRecognition

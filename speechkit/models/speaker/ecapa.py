@@ -5,7 +5,7 @@ convolutions over ``res2net_scale`` channel groups, 1x1 TDNN, squeeze-excitation
 feature aggregation (the outputs of the SE-Res2Blocks concatenated, then a 1x1 TDNN), attentive statistics
 pooling with global context, batch norm and a linear layer to the embedding. Module names follow the widely
 used published implementation, so that its checkpoints map onto this model key by key
-(:mod:`speechkit.models.speaker.speechbrain_import`).
+(:mod:`speechkit.pretrained.speechbrain_import`).
 
 Example:
     >>> model = ECAPATDNN(input_size=40, channels=(64, 64, 64, 64, 192), lin_neurons=32)

@@ -116,7 +116,7 @@ def test_conversations_have_their_reference(tone_rows, tmp_path):
         assert everything[conversation_id] == turns
         assert rate == RATE and max(e for _, e, _ in turns) <= len(wave) / RATE + 1e-3
         assert len({s for _, _, s in turns}) == row["speakers"] in (2, 3)
-        assert row["overlap"] == pytest.approx(overlap_share(turns), abs=1e-4) and 0.0 <= row["overlap"] < 0.5
+        assert row["overlap"] == pytest.approx(overlap_share(turns), abs=1e-3) and 0.0 <= row["overlap"] < 0.5
     none = json.loads(open(write_conversations(tone_rows, str(tmp_path / "plain"), count=2,
                                                overlap_probability=0.0, seed=2)).read())
     assert all(row["overlap"] == 0.0 for row in none.values())

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from speechkit.errors import CheckpointError, HparamsError
-from speechkit.models.speaker.speechbrain_import import import_speechbrain_folder, load_speechbrain_ecapa
+from speechkit.pretrained.speechbrain_import import import_speechbrain_folder, load_speechbrain_ecapa
 
 ecapa_module = pytest.importorskip("speechbrain.lobes.models.ECAPA_TDNN", exc_type=ImportError)
 features_module = pytest.importorskip("speechbrain.processing.features", exc_type=ImportError)

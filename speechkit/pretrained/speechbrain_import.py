@@ -159,7 +159,7 @@ def load_speechbrain_ecapa(folder) -> tuple:
 
 
 FOLDER_YAML = """\
-# Converted from the SpeechBrain folder {source} by speechkit.models.speaker.speechbrain_import.
+# Converted from the SpeechBrain folder {source} by speechkit.pretrained.speechbrain_import.
 interface: SpeakerRecognition
 sample_rate: {sample_rate}
 threshold: {threshold}
