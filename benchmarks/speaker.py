@@ -88,7 +88,8 @@ def main(argv=None) -> int:
     parser.add_argument("--preset", default="small", choices=sorted(PRESETS))
     parser.add_argument("--seconds", type=float, default=3.0, help="length of each embedded item")
     parser.add_argument("--batch", type=int, default=8, help="items per embedding batch")
-    parser.add_argument("--conversation-seconds", type=float, default=60.0, help="length of the diarized audio")
+    parser.add_argument("--conversation-seconds", type=float, default=60.0,
+                        help="length of the diarized audio")
     parser.add_argument("--repeats", type=int, default=3, help="timed runs (the best counts)")
     args = parser.parse_args(argv)
     warnings.simplefilter("ignore")
