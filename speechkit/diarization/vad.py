@@ -3,8 +3,8 @@
 Each 25 ms frame (10 ms hop) gets its RMS level in dB; the threshold sits ``margin_db`` below the level of
 the loud frames (the ``reference_percentile``-th percentile), and never below ``floor_db``. Speech runs
 shorter than ``min_speech`` are dropped, pauses shorter than ``min_silence`` are bridged, and every segment
-is widened by ``padding`` seconds. Works on clean or moderately noisy recordings (about 15 dB SNR); below
-that, a trained detector does better.
+is widened by ``padding`` seconds. Measured on clean recordings only (docs/speaker.md); loud noise is
+taken for speech.
 
 Example:
     >>> wave = torch.cat([torch.zeros(8000), 0.3 * torch.randn(16000), torch.zeros(8000)])
