@@ -28,8 +28,11 @@ COMMANDS = {
     "plot-log": ("speechkit.plot_log", "Draw a train_log.txt's loss and metric curves into a PNG."),
     "transcribe": ("speechkit.pretrained.cli_transcribe", "Transcribe audio files with a pretrained model."),
     "separate": ("speechkit.pretrained.cli_separate", "Split recordings into one file per talker."),
-    "embed": ("speechkit.pretrained.cli_embed", "Write a vocoder's mel embeddings of audio files and blends "
-              "between two of them, for 'infer --task generate'."),
+    "embed": ("speechkit.pretrained.cli_embed", "Write speaker embeddings of audio files (speaker model), or "
+              "a vocoder's mel embeddings and blends between two of them, for 'infer --task generate'."),
+    "verify": ("speechkit.commands.verify", "Say whether two recordings share a speaker (speaker model)."),
+    "diarize": ("speechkit.commands.diarize", "Say who spoke when in recordings (speaker model); write "
+                "RTTM."),
     "mixtures": ("speechkit.data.mixtures_cli", "Write speech mixtures (mix/, s1/, s2/) from a manifest."),
     "infer": ("speechkit.jobs.cli", "Run a model over a manifest as a sharded job that survives preemption "
               "(--status, --merge)."),

@@ -14,7 +14,14 @@ Example:
 from speechkit.augment.augmenter import Augmenter
 from speechkit.augment.channels import ChannelDrop, ChannelSwap
 from speechkit.augment.codec import Codec
-from speechkit.augment.core import RandomGain, WaveAugmentation, generator_for, item_seed, item_seeds
+from speechkit.augment.core import (
+    RandomGain,
+    WaveAugmentation,
+    generator_for,
+    item_seed,
+    item_seeds,
+    random_crops,
+)
 from speechkit.augment.level import LoudnessNormalize, Quantize, TimeShift
 from speechkit.augment.noise import AddNoise, Babble, ChunkDrop, CutCat, colored_noise
 from speechkit.augment.reverb import Reverb
@@ -24,4 +31,5 @@ from speechkit.augment.tempo import MuLaw, PitchShift, Resample, SpeedPerturb, T
 __all__ = ["AddNoise", "Augmenter", "Babble", "BandLimit", "ChannelDrop", "ChannelSwap", "ChunkDrop", "Codec",
            "CutCat", "Equalizer", "FormantWarp", "FrequencyDrop", "LoudnessNormalize", "MuLaw", "PitchShift",
            "Quantize", "RandomGain", "Resample", "Reverb", "SpeedPerturb", "TimeShift", "TimeStretch",
-           "WaveAugmentation", "colored_noise", "generator_for", "item_seed", "item_seeds", "time_stretch"]
+           "WaveAugmentation", "colored_noise", "generator_for", "item_seed", "item_seeds", "random_crops",
+           "time_stretch"]

@@ -200,3 +200,22 @@ class RandomGain(WaveAugmentation):
             limit = level * float(out.abs().max())
             out = out.clamp(-limit, limit)
         return out
+
+
+def random_crops(wavs: torch.Tensor, lengths: torch.Tensor, samples: int, seeds: Sequence[int]) -> tuple:
+    """One random stretch of ``samples`` samples of each item (items shorter keep all of theirs), its start
+    drawn from the item's seed (:func:`item_seeds`). Returns ``(crops (batch, min(samples, time)), lengths)``.
+
+    Example:
+        >>> crops, n = random_crops(torch.randn(2, 100), torch.tensor([100, 30]), 50, [1, 2])
+        >>> crops.shape, n.tolist()
+        (torch.Size([2, 50]), [50, 30])
+    """
+    width = min(int(samples), wavs.shape[1])
+    out = wavs.new_zeros(wavs.shape[0], width)
+    out_lengths = torch.clamp(lengths, max=width)
+    for index, (length, seed) in enumerate(zip(lengths.tolist(), seeds)):
+        room = max(0, int(length) - width)
+        start = int(torch.randint(0, room + 1, (1,), generator=generator_for(int(seed)))) if room else 0
+        out[index, : int(out_lengths[index])] = wavs[index, start:start + int(out_lengths[index])]
+    return out, out_lengths

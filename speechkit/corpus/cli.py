@@ -70,6 +70,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--num-workers", type=_checked("num_workers", int), default=os.cpu_count() or 1,
                         help="synthesis processes (default: number of cores)")
     parser.add_argument("--overwrite", action="store_true", help="rebuild even if the folder holds a corpus")
+    parser.add_argument("--conversations", type=int, default=0, metavar="N",
+                        help="also write N conversations of the test split's speakers, with reference RTTM, "
+                             "into OUTPUT_DIR/conversations (diarization material; see docs/speaker.md); a "
+                             "folder that holds a corpus already is used as it is")
+    parser.add_argument("--conversation-speakers", type=int, nargs=2, default=(2, 3), metavar=("MIN", "MAX"),
+                        help="speakers per conversation (default: 2 3; at most 4 makes sense)")
+    parser.add_argument("--overlap-probability", type=float, default=0.3,
+                        help="chance a turn starts before the previous one ends (default 0.3: about 10%% of "
+                             "the speech overlapped; 0: none)")
     add_progress_flags(parser)
 
 
@@ -100,6 +109,16 @@ def config_from_args(args: argparse.Namespace) -> CorpusConfig:
 
 
 def run(args: argparse.Namespace) -> int:
-    with Progress("corpus", unit="utt", enabled=not args.no_progress) as bar:
-        build_corpus(config_from_args(args), overwrite=args.overwrite, log=bar.write, progress=bar.report)
+    existing = os.path.isfile(os.path.join(args.output_dir, "corpus.json")) and not args.overwrite
+    if not (args.conversations and existing):  # conversations of a built corpus use it as it is
+        with Progress("corpus", unit="utt", enabled=not args.no_progress) as bar:
+            build_corpus(config_from_args(args), overwrite=args.overwrite, log=bar.write, progress=bar.report)
+    if args.conversations:
+        from speechkit.corpus.conversations import load_speaker_rows, write_conversations
+
+        rows = load_speaker_rows(os.path.join(args.output_dir, "test.json"), args.output_dir)
+        path = write_conversations(rows, os.path.join(args.output_dir, "conversations"), args.conversations,
+                                   tuple(args.conversation_speakers),
+                                   overlap_probability=args.overlap_probability, seed=args.seed)
+        print(path, flush=True)
     return 0

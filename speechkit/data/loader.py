@@ -37,6 +37,7 @@ LOADER_OPTIONS = {
     "sort": None,
     "length_key": "duration",
     "dynamic_batching": None,
+    "speaker_balanced": None,
     "num_workers": 0,
     "prefetch_factor": None,
     "pin_memory": False,
@@ -164,7 +165,10 @@ def make_dataloader(dataset: Any, stage: Union[Stage, str], *, rank: int = 0, wo
         opts: ``batch_size`` (1), ``shuffle`` (True for training), ``sort`` (``"ascending"``,
             ``"descending"`` or None), ``length_key`` (``"duration"``), ``dynamic_batching`` (a dict of
             :class:`~speechkit.data.samplers.DynamicBatchSampler` arguments, e.g. ``{max_batch_length: 200,
-            num_buckets: 40}``, or None), ``num_workers`` (0), ``prefetch_factor``, ``pin_memory``,
+            num_buckets: 40}``, or None), ``speaker_balanced`` (training only: a dict of
+            :class:`~speechkit.data.speaker_sampler.SpeakerBalancedSampler` options,
+            ``{speakers_per_batch: 16, utterances_per_speaker: 2, speaker_key: spk}``, or None),
+            ``num_workers`` (0), ``prefetch_factor``, ``pin_memory``,
             ``collate_fn`` (default :class:`~speechkit.data.batch.PaddedBatch`), ``pad_to_multiple`` (None:
             the default collate pads time to a multiple of it, for few distinct batch shapes under
             ``torch.compile`` or CUDA graphs), ``drop_last``, ``timeout``.
@@ -229,6 +233,8 @@ def _batch_sampler(dataset: Any, stage: Stage, options: dict, rank: int, world_s
     num_items = len(dataset)
     if dynamic:
         _check_items_fit(dataset, lengths, dynamic, length_key)
+    if stage is Stage.TRAIN and options["speaker_balanced"] is not None:
+        return _speaker_sampler(dataset, options["speaker_balanced"], rank, world_size, seed)
     if stage is Stage.TRAIN:
         if dynamic:
             arguments = {"shuffle": True if options["shuffle"] is None else bool(options["shuffle"]),
@@ -241,6 +247,28 @@ def _batch_sampler(dataset: Any, stage: Stage, options: dict, rank: int, world_s
     eval_dynamic = {key: dynamic[key] for key in EVAL_DYNAMIC_KEYS if key in dynamic}
     return EvalBatchSampler(num_items, options["batch_size"], lengths=lengths, sort=sort, rank=rank,
                             world_size=world_size, **eval_dynamic)
+
+
+def _speaker_sampler(dataset: Any, options: Any, rank: int, world_size: int, seed: int):
+    """The :class:`~speechkit.data.speaker_sampler.SpeakerBalancedSampler` of ``speaker_balanced`` options
+    (``speakers_per_batch``, ``utterances_per_speaker``, ``speaker_key`` (default ``spk``))."""
+    from speechkit.data.speaker_sampler import SpeakerBalancedSampler
+
+    known = ("speakers_per_batch", "utterances_per_speaker", "speaker_key")
+    if not isinstance(options, Mapping) or set(options) - set(known) or "speakers_per_batch" not in options:
+        raise DataError(f"loader option speaker_balanced must be a dict with speakers_per_batch (and "
+                        f"optionally utterances_per_speaker, speaker_key), got {options!r}")
+    key = options.get("speaker_key", "spk")
+    rows, ids = getattr(dataset, "data", None), getattr(dataset, "data_ids", None)
+    if rows is None or ids is None:
+        raise DataError(f"speaker_balanced batches need a DynamicItemDataset (a static {key!r} field per "
+                        f"item); got {type(dataset).__name__}")
+    missing = [data_id for data_id in ids if key not in rows[data_id]]
+    if missing:
+        raise DataError(f"speaker_balanced: data point {missing[0]!r} has no field {key!r} (the speaker)")
+    return SpeakerBalancedSampler([rows[data_id][key] for data_id in ids], options["speakers_per_batch"],
+                                  options.get("utterances_per_speaker", 2), seed=seed, rank=rank,
+                                  world_size=world_size)
 
 
 def _lengths(dataset: Any, key: str, required: bool) -> Optional[list]:

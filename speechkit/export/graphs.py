@@ -8,6 +8,7 @@ interface          artefact        inputs                         outputs
 =================  ==============  =============================  ==========================================
 EncoderASR         ``recognizer``  wavs (B, T), lengths (B,)      log_probs (B, F, V), frame_lengths (B,)
 SeparationModel    ``separator``   mixtures (B, T), lengths (B,)  sources (B, S, T)
+SpeakerRecognition ``embedder``    wavs (B, T), lengths (B,)      embeddings (B, D)
 Vocoder            ``mel``         wavs (B, T), lengths (B,)      mels (B, F, M), frame_lengths (B,)
 Vocoder            ``generator``   mels (B, F, M), lengths (B,)   wavs (B, F * hop), sample_lengths (B,)
 Wav2Vec2Features   ``features``    wavs (B, T), lengths (B,)      features (B, F, D), frame_lengths (B,)
@@ -80,6 +81,25 @@ class SeparatorGraph(torch.nn.Module):
 
     def forward(self, mixtures: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         return self.separator(mixtures, lengths)
+
+
+class EmbedderGraph(torch.nn.Module):
+    """Features, their normalization, the embedding model and the embedding normalization of a
+    :class:`~speechkit.pretrained.SpeakerRecognition`: ``forward(wavs, lengths) -> embeddings`` (B, D)."""
+
+    def __init__(self, features: torch.nn.Module, normalize, model: torch.nn.Module, embedding_norm):
+        super().__init__()
+        self.features, self.normalize, self.model = features, normalize, model
+        self.embedding_norm = embedding_norm
+
+    def forward(self, wavs: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        feats, frames = self.features(wavs, lengths)
+        if self.normalize is not None:
+            feats, frames = self.normalize(feats, frames)
+        embeddings = self.model(feats, frames)
+        if embeddings.dim() == 3:
+            embeddings = embeddings[:, 0]
+        return embeddings if self.embedding_norm is None else self.embedding_norm(embeddings)
 
 
 class Wav2Vec2Graph(torch.nn.Module):
@@ -161,9 +181,11 @@ def _wave_axes(input_name: str, outputs: dict) -> dict:
 
 
 def graph_specs(interface) -> list:
-    """The artefacts of a loaded interface (EncoderASR, SeparationModel, Vocoder, Wav2Vec2Features)."""
+    """The artefacts of a loaded interface (EncoderASR, SeparationModel, SpeakerRecognition, Vocoder,
+    Wav2Vec2Features)."""
     from speechkit.pretrained.interfaces import EncoderASR, EncoderDecoderASR, _takes_lengths
     from speechkit.pretrained.separation import SeparationModel
+    from speechkit.pretrained.speaker import SpeakerRecognition
     from speechkit.pretrained.vocoder import Vocoder
     from speechkit.pretrained.wav2vec2_features import Wav2Vec2Features
 
@@ -183,6 +205,15 @@ def graph_specs(interface) -> list:
         kernel = int(getattr(interface.mods["separator"], "kernel_size", 1))
         return [GraphSpec("separator", module, ("mixtures", "lengths"), ("sources",), axes, _waveforms,
                           min_length=64, min_time=kernel)]
+    if isinstance(interface, SpeakerRecognition):
+        mods = interface.mods
+        optional = {name: mods[name] if name in mods else None
+                    for name in ("mean_var_norm", "embedding_norm")}
+        module = EmbedderGraph(mods["compute_features"], optional["mean_var_norm"], mods["embedding_model"],
+                               optional["embedding_norm"])
+        axes = _wave_axes("wavs", {"embeddings": {0: "batch"}})
+        return [GraphSpec("embedder", module, ("wavs", "lengths"), ("embeddings",), axes, _waveforms,
+                          min_length=_min_samples(interface))]
     if isinstance(interface, Vocoder):
         mel_axes = _wave_axes("wavs", {"mels": {0: "batch", 1: "frames"}, "frame_lengths": {0: "batch"}})
         gen_axes = {"mels": {0: "batch", 1: "frames"}, "lengths": {0: "batch"},
@@ -198,7 +229,7 @@ def graph_specs(interface) -> list:
         return [GraphSpec("features", Wav2Vec2Graph(interface.encoder, normalize), ("wavs", "lengths"),
                           ("features", "frame_lengths"), axes, _waveforms, min_length=1600)]
     raise SpeechkitError(f"{type(interface).__name__}: no exported graph for this interface (export covers "
-                         "EncoderASR, SeparationModel, Vocoder and Wav2Vec2Features)")
+                         "EncoderASR, SeparationModel, SpeakerRecognition, Vocoder and Wav2Vec2Features)")
 
 
 def _min_samples(interface) -> int:

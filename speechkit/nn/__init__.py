@@ -11,6 +11,7 @@ from speechkit.nn.attention import MultiHeadAttention, attention_mask, scaled_do
 from speechkit.nn.conformer import ConformerBlock, ConvolutionModule
 from speechkit.nn.feedforward import FeedForward
 from speechkit.nn.losses import CTCLoss, LabelSmoothedNLLLoss, ctc_loss, label_smoothed_nll_loss
+from speechkit.nn.margin_losses import AAMSoftmaxLoss, AMSoftmaxLoss
 from speechkit.nn.masks import check_lengths, length_mask, values_checkable, zero_padding
 from speechkit.nn.normalization import MaskedInstanceNorm, masked_mean_var
 from speechkit.nn.pit import PITLoss, apply_permutation, pairwise_si_snr, pit_si_snr_loss
@@ -21,6 +22,8 @@ from speechkit.nn.subsampling import Conv2dSubsampling, subsampled_lengths
 from speechkit.nn.transformer import TransformerDecoderLayer, TransformerEncoderLayer
 
 __all__ = [
+    "AAMSoftmaxLoss",
+    "AMSoftmaxLoss",
     "CTCLoss",
     "ConformerBlock",
     "Conv2dSubsampling",

@@ -23,6 +23,7 @@ _LAZY = {
     "EncoderDecoderASR": "speechkit.pretrained.interfaces",
     "register_interface": "speechkit.pretrained.registry",
     "SeparationModel": "speechkit.pretrained.separation",
+    "SpeakerRecognition": "speechkit.pretrained.speaker",
     "check_yaml_is_safe": "speechkit.pretrained.safety",
     "Wav2Vec2Features": "speechkit.pretrained.wav2vec2_features",
     "Vocoder": "speechkit.pretrained.vocoder",

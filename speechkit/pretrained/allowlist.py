@@ -72,6 +72,7 @@ SPEECHKIT_CLASSES = {
     "speechkit.schedulers": ("NewBobScheduler", "NoamScheduler", "ReduceLROnPlateau",
                              "WarmupCosineScheduler"),
     "speechkit.models.wav2vec2": ("Wav2Vec2Config", "Wav2Vec2Model", "WaveformNormalization"),
+    "speechkit.models.speaker": ("ECAPATDNN", "EmbeddingNormalization", "ResNetSpeaker", "XVector"),
     "speechkit.pretrained": ("Pretrainer", "FetchSource"),
 }
 SPEECHKIT_FUNCTIONS = {

@@ -151,6 +151,13 @@ class GraphModule(torch.nn.Module):
         return outputs[0] if len(outputs) == 1 else outputs
 
 
+class _Passthrough(torch.nn.Module):
+    """``forward(x, lengths) -> (x, lengths)``: where an exported graph takes the waveform itself."""
+
+    def forward(self, x: torch.Tensor, lengths: torch.Tensor) -> tuple:
+        return x, lengths
+
+
 class _EncoderOutput:
     """The fields of :class:`speechkit.models.wav2vec2.EncoderOutput` the features interface reads."""
 
@@ -254,6 +261,13 @@ def attach_backend(interface, backend: str, folder, fetch_file=None, threads: Op
         interface.stream_step = StepRunner(fetch_file(step["file"]), backend, threads) if step else None
     elif "SeparationModel" in kinds:
         interface.mods["separator"] = GraphModule(graph("separator"))
+    elif "SpeakerRecognition" in kinds:
+        # The graph holds the whole pipeline: features in, (normalized) embeddings out.
+        for name in ("mean_var_norm", "embedding_norm"):
+            if name in interface.mods:
+                del interface.mods[name]
+        interface.mods["compute_features"] = _Passthrough()
+        interface.mods["embedding_model"] = GraphModule(graph("embedder"))
     elif "Vocoder" in kinds:
         interface.mods["mel"] = GraphModule(graph("mel"))
         interface.mods["generator"] = GraphModule(graph("generator"))

@@ -1,4 +1,11 @@
-"""``speechkit embed``: a vocoder's mel "embeddings" of a manifest's audio, and blends between two inputs.
+"""``speechkit embed``: speaker embeddings of a manifest's audio (a ``SpeakerRecognition`` model), or a
+vocoder's mel "embeddings" and blends between two inputs (a ``Vocoder`` model); the model folder's
+``interface`` decides.
+
+Speaker model: ``speechkit embed results/speaker-model data/test.json --output emb/`` writes ``emb/<id>.npy``
+(one ``(dim,)`` vector per row) and ``emb/manifest.json`` (docs/speaker.md).
+
+Vocoder:
 
 Example::
 
@@ -17,11 +24,13 @@ from speechkit.terminal import Progress, add_progress_flags
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("source", help="Vocoder model folder: local path, Hub repo id or http(s) URL.")
+    parser.add_argument("source", help="Speaker or vocoder model folder: local path, Hub repo id or http(s) "
+                        "URL.")
     parser.add_argument("manifest", help="Manifest (JSON, JSON Lines or CSV) of the input audio.")
     parser.add_argument("--output", "-o", required=True, help="Folder for the .npy arrays and manifest.json.")
     parser.add_argument("--interpolate", nargs=2, action="append", default=[], metavar=("FIRST", "SECOND"),
-                        help="Blend the mels of these two ids (repeat for more pairs).")
+                        help="Vocoder: blend the mels of these two ids (repeat for more pairs).")
+    parser.add_argument("--batch-size", type=int, default=8, help="Speaker model: files per forward pass.")
     parser.add_argument("--steps", type=int, default=5, help="Blends per pair, ends included (default 5).")
     parser.add_argument("--ids", nargs="+", default=None, help="Embed only these ids (the pairs' ids are "
                         "always embedded).")
@@ -39,7 +48,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from speechkit.data.manifest import load_manifest
     from speechkit.errors import ManifestError
+    from speechkit.pretrained.interfaces import Pretrained
     from speechkit.pretrained.mel_embeddings import write_embeddings
+    from speechkit.pretrained.speaker import SpeakerRecognition
     from speechkit.pretrained.vocoder import Vocoder
 
     rows = load_manifest(args.manifest, replacements=dict(args.replacement))
@@ -49,9 +60,23 @@ def run(args: argparse.Namespace) -> int:
         if unknown:
             raise ManifestError(f"{args.manifest}: no item(s) {', '.join(unknown)}")
         rows = {i: rows[i] for i in sorted(wanted)}
-    vocoder = Vocoder.from_hparams(args.source, run_opts={"device": args.device},
-                                   trust_remote_code=args.trust_remote_code,
-                                   force_download=args.refresh)
+    model = Pretrained.from_hparams(args.source, run_opts={"device": args.device},
+                                    trust_remote_code=args.trust_remote_code, force_download=args.refresh)
+    if isinstance(model, SpeakerRecognition):
+        if args.interpolate:
+            raise ManifestError("--interpolate blends vocoder mels; a speaker model's embeddings are not "
+                                "audio")
+        from speechkit.pretrained.speaker_embeddings import write_speaker_embeddings
+
+        with Progress("embed", unit="file", enabled=not args.no_progress) as bar:
+            path = write_speaker_embeddings(model, rows, args.output, args.audio_field, args.batch_size,
+                                            progress=bar.report)
+        print(path, flush=True)
+        return 0
+    if not isinstance(model, Vocoder):
+        raise ManifestError(f"{args.source}: speechkit embed takes a SpeakerRecognition or Vocoder model "
+                            f"folder, not a {type(model).__name__}")
+    vocoder = model
     with Progress("embed", unit="array", enabled=not args.no_progress) as bar:
         path = write_embeddings(vocoder, rows, args.output, [tuple(p) for p in args.interpolate], args.steps,
                                 args.audio_field, progress=bar.report)

@@ -10,8 +10,8 @@ A model folder (see docs/pretrained.md) holds ``hyperparams.yaml`` declaring ``s
 (a dict of ``nn.Module``), ``encoder_pipeline`` (the module names the waveform goes through, in order), a
 ``tokenizer`` (anything with ``decode_ids(list[int]) -> str``), ``decoding`` settings, an optional ``decoder``
 (a search object), an optional ``interface`` (``EncoderASR``, ``EncoderDecoderASR``, ``SeparationModel``,
-``Wav2Vec2Features`` or ``Vocoder``, used by ``Pretrained.from_hparams``), and a ``pretrainer`` naming the
-weight files; plus those files.
+``SpeakerRecognition``, ``Wav2Vec2Features`` or ``Vocoder``, used by ``Pretrained.from_hparams``), and a
+``pretrainer`` naming the weight files; plus those files.
 """
 from __future__ import annotations
 

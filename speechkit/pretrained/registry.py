@@ -23,6 +23,7 @@ SHIPPED_INTERFACES = {
     "EncoderASR": "speechkit.pretrained.interfaces",
     "EncoderDecoderASR": "speechkit.pretrained.interfaces",
     "SeparationModel": "speechkit.pretrained.separation",
+    "SpeakerRecognition": "speechkit.pretrained.speaker",
     "Wav2Vec2Features": "speechkit.pretrained.wav2vec2_features",
     "Vocoder": "speechkit.pretrained.vocoder",
 }

@@ -227,3 +227,49 @@ def write_vocoder_model(folder, seed: int = 0) -> Path:
     (folder / "hyperparams.yaml").write_text(VOCODER_HYPERPARAMS)
     save_weights(MelGenerator(**VOCODER_SIZES).state_dict(), folder / "generator.safetensors")
     return folder
+
+
+SPEAKER_HYPERPARAMS = """\
+interface: SpeakerRecognition
+sample_rate: 16000
+threshold: 0.4
+compute_features: !new:speechkit.features.Fbank
+  n_mels: 24
+mean_var_norm: !new:speechkit.features.UtteranceNormalization
+  norm_vars: False
+embedding_model: !new:speechkit.models.speaker.ECAPATDNN
+  input_size: 24
+  channels: [16, 16, 16, 16, 48]
+  attention_channels: 8
+  res2net_scale: 4
+  se_channels: 8
+  lin_neurons: 12
+modules:
+  compute_features: !ref <compute_features>
+  mean_var_norm: !ref <mean_var_norm>
+  embedding_model: !ref <embedding_model>
+pretrainer: !new:speechkit.pretrained.Pretrainer
+  loadables:
+    embedding_model: !ref <embedding_model>
+  paths:
+    embedding_model: embedding_model.safetensors
+"""
+
+
+def write_speaker_model(folder, seed: int = 0) -> Path:
+    """A tiny ECAPA-TDNN speaker model folder (random weights and batch-norm statistics)."""
+    from speechkit.models.speaker import ECAPATDNN
+    from speechkit.pretrained.loading import save_weights
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    torch.manual_seed(seed)
+    (folder / "hyperparams.yaml").write_text(SPEAKER_HYPERPARAMS)
+    model = ECAPATDNN(input_size=24, channels=(16, 16, 16, 16, 48), attention_channels=8, res2net_scale=4,
+                      se_channels=8, lin_neurons=12)
+    for module in model.modules():
+        if isinstance(module, torch.nn.BatchNorm1d):
+            module.running_mean.uniform_(-0.5, 0.5)
+            module.running_var.uniform_(0.5, 1.5)
+    save_weights(model.state_dict(), folder / "embedding_model.safetensors")
+    return folder

@@ -43,4 +43,4 @@ def test_unknown_names_are_refused_listing_the_known_ones():
     with pytest.raises(HparamsError, match=r"key 'interface' is \['EncoderASR'\]"):
         interface_named(["EncoderASR"], "model.yaml")
     assert set(SHIPPED_INTERFACES) == {"EncoderASR", "EncoderDecoderASR", "SeparationModel",
-                                       "Wav2Vec2Features", "Vocoder"}
+                                       "SpeakerRecognition", "Wav2Vec2Features", "Vocoder"}

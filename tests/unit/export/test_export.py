@@ -23,6 +23,7 @@ FAMILIES = {
     "separator": job_models.write_separation_model,
     "vocoder": job_models.write_vocoder_model,
     "features": job_models.write_features_model,
+    "speaker": job_models.write_speaker_model,
 }
 
 
@@ -110,6 +111,25 @@ def test_vocoder_backends_give_the_same_mels_and_audio(exported, backend):
     audio, samples = reference.generate(mels, frames)
     got_audio, got_samples = graph.generate(mels, frames)
     assert torch.equal(got_samples, samples) and (got_audio - audio).abs().max() < 1e-5
+
+
+@pytest.mark.parametrize("backend", ["onnx", "torchscript"])
+def test_speaker_backends_give_the_same_embeddings_and_decisions(exported, backend, tmp_path):
+    import soundfile
+
+    source, folder = exported["speaker"]
+    reference, graph = _load(source, "torch"), _load(folder, backend)
+    wavs, lengths = speech_like([21_001, 6_543, 13_000], seed=6)  # lengths never used at export
+    expected = reference.embed_batch(wavs, lengths)
+    got = graph.embed_batch(wavs, lengths)
+    assert got.shape == expected.shape == (3, 12) and (got - expected).abs().max() < 1e-4
+    alone = graph.embed_batch(wavs[1:2, :6543], lengths[1:2])
+    assert (alone[0] - got[1]).abs().max() < 1e-4
+    for name, index in (("a.wav", 0), ("b.wav", 2)):
+        soundfile.write(tmp_path / name, wavs[index, :lengths[index]].numpy(), 16000)
+    score, same = graph.verify_files(tmp_path / "a.wav", tmp_path / "b.wav")
+    assert score == pytest.approx(reference.verify_files(tmp_path / "a.wav", tmp_path / "b.wav")[0], abs=1e-5)
+    assert same == (score >= 0.4)
 
 
 @pytest.mark.parametrize("backend", ["onnx", "torchscript"])

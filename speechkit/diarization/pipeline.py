@@ -1,0 +1,103 @@
+"""Who spoke when: voice activity, sliding-window speaker embeddings, clustering, speaker turns.
+
+:class:`Diarizer` takes a :class:`~speechkit.pretrained.SpeakerRecognition` model. For a recording it finds
+speech with :func:`~speechkit.diarization.vad.energy_vad`, embeds windows of ``window`` seconds every
+``step`` seconds inside each speech region (a shorter region is one window), clusters the windows
+(``spectral`` with the eigengap estimate, or ``agglomerative`` with a cosine threshold; the number of
+speakers given or estimated), gives each 10 ms frame of speech the speaker of the nearest window centre, and
+returns the turns ``(start, end, speaker)``. Every frame gets one speaker: overlapped speech is attributed
+to one of the talkers.
+
+Example:
+    >>> model = SpeakerRecognition.from_hparams("results/speaker-model")      # doctest: +SKIP
+    >>> Diarizer(model).diarize_file("meeting.wav")                           # doctest: +SKIP
+    [(0.42, 3.1, 'spk0'), (3.3, 5.02, 'spk1'), ...]
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+import torch
+
+from speechkit.diarization.clustering import agglomerative_clustering, spectral_clustering
+from speechkit.diarization.vad import energy_vad
+from speechkit.errors import DataError
+
+METHODS = ("spectral", "agglomerative")
+
+
+class Diarizer:
+    """Diarize recordings with a speaker embedding model (see the module docstring)."""
+
+    def __init__(self, model, window: float = 1.5, step: float = 0.5, method: str = "spectral",
+                 threshold: float = 0.5, max_speakers: int = 8, batch_size: int = 32,
+                 resolution: float = 0.01, vad_options: Optional[dict] = None):
+        if method not in METHODS:
+            raise DataError(f"clustering method must be one of {METHODS}, got {method!r}")
+        if not 0 < step <= window:
+            raise DataError(f"need 0 < step <= window, got step {step} and window {window}")
+        self.model, self.window, self.step, self.method = model, window, step, method
+        self.threshold, self.max_speakers, self.batch_size = threshold, max_speakers, batch_size
+        self.resolution, self.vad_options = resolution, dict(vad_options or {})
+
+    def windows(self, speech: list) -> list:
+        """``(start, end, region index)`` of the embedding windows inside the speech regions."""
+        out = []
+        for index, (start, end) in enumerate(speech):
+            if end - start <= self.window:
+                out.append((start, end, index))
+                continue
+            count = int(np.ceil((end - start - self.window) / self.step)) + 1
+            for k in range(count):
+                first = min(start + k * self.step, end - self.window)
+                out.append((first, first + self.window, index))
+        return out
+
+    def embed(self, wave: torch.Tensor, windows: list) -> torch.Tensor:
+        """(windows, dim) embeddings, in batches of ``batch_size``."""
+        rate = self.model.sample_rate
+        pieces = [wave[int(start * rate): max(int(end * rate), int(start * rate) + 1)]
+                  for start, end, _ in windows]
+        out = []
+        for first in range(0, len(pieces), self.batch_size):
+            chunk = pieces[first:first + self.batch_size]
+            lengths = torch.tensor([p.shape[0] for p in chunk])
+            batch = torch.zeros(len(chunk), int(lengths.max()))
+            for row, piece in enumerate(chunk):
+                batch[row, : piece.shape[0]] = piece
+            out.append(self.model.embed_batch(batch, lengths).cpu())
+        return torch.cat(out)
+
+    def cluster(self, embeddings: torch.Tensor, num_speakers: Optional[int]) -> np.ndarray:
+        if self.method == "spectral":
+            return spectral_clustering(embeddings, num_speakers, self.max_speakers)
+        return agglomerative_clustering(embeddings, num_speakers, self.threshold, self.max_speakers)
+
+    def diarize(self, wave: torch.Tensor, num_speakers: Optional[int] = None) -> list:
+        """Speaker turns ``[(start, end, "spk<k>"), ...]`` of a mono waveform (time,) at the model's rate."""
+        wave = torch.as_tensor(wave).float().reshape(-1)
+        speech = energy_vad(wave, self.model.sample_rate, **self.vad_options)
+        windows = self.windows(speech)
+        if not windows:
+            return []
+        labels = self.cluster(self.embed(wave, windows), num_speakers)
+        centres = np.array([(start + end) / 2 for start, end, _ in windows])
+        regions = np.array([region for _, _, region in windows])
+        turns: list = []
+        for index, (start, end) in enumerate(speech):
+            mine = np.flatnonzero(regions == index)
+            times = np.arange(start, end, self.resolution) + self.resolution / 2
+            nearest = mine[np.abs(times[:, None] - centres[mine][None, :]).argmin(1)]
+            frame_labels = labels[nearest]
+            boundaries = np.flatnonzero(np.diff(frame_labels)) + 1
+            edges = np.r_[0, boundaries, len(times)]
+            for first, last in zip(edges[:-1], edges[1:]):
+                turn_start = start + first * self.resolution
+                turn_end = min(end, start + last * self.resolution)
+                turns.append((round(turn_start, 3), round(turn_end, 3), f"spk{int(frame_labels[first])}"))
+        return turns
+
+    def diarize_file(self, path, num_speakers: Optional[int] = None) -> list:
+        """Speaker turns of an audio file (any rate; resampled to the model's)."""
+        return self.diarize(self.model.load_audio(path), num_speakers)

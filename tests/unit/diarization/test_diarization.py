@@ -1,0 +1,137 @@
+"""Diarization: RTTM round trip and bad lines, energy VAD on known speech, spectral and agglomerative
+clustering (count given and estimated), the pipeline and ``speechkit diarize`` on generated conversations,
+and the conversation generator's reference."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import soundfile
+import torch
+
+from speechkit.corpus.conversations import overlap_share, write_conversations
+from speechkit.data.rttm import read_rttm, write_rttm
+from speechkit.diarization import Diarizer, agglomerative_clustering, energy_vad, spectral_clustering
+from speechkit.errors import DataError
+from speechkit.features import Fbank
+from speechkit.metrics.diarization import diarization_error_rate
+
+RATE = 16000
+
+
+def test_rttm_round_trip_and_bad_lines(tmp_path):
+    turns = {"rec1": [(0.5, 1.25, "A"), (1.0, 2.0, "B")], "rec2": [(0.0, 3.0, "A")]}
+    path = write_rttm(str(tmp_path / "x.rttm"), turns)
+    assert read_rttm(path) == turns
+    (tmp_path / "bad.rttm").write_text("SPEAKER rec1 1 0.0 1.0 <NA> <NA> A <NA> <NA>\n"
+                                       "SPEAKER rec1 1 x 1.0 <NA> <NA> A <NA> <NA>\n")
+    with pytest.raises(DataError, match="bad.rttm, line 2"):
+        read_rttm(str(tmp_path / "bad.rttm"))
+    with pytest.raises(DataError, match="one word"):
+        write_rttm(str(tmp_path / "y.rttm"), {"rec 1": [(0, 1, "A")]})
+
+
+def test_energy_vad_finds_the_speech():
+    rng = np.random.default_rng(0)
+    wave = 0.001 * rng.standard_normal(5 * RATE)
+    for start, end in ((0.5, 1.5), (2.0, 2.6), (3.5, 4.5)):
+        wave[int(start * RATE):int(end * RATE)] += 0.2 * rng.standard_normal(int((end - start) * RATE))
+    found = energy_vad(torch.tensor(wave, dtype=torch.float32), RATE)
+    reference = [(0.5, 1.5, "s"), (2.0, 2.6, "s"), (3.5, 4.5, "s")]
+    assert len(found) == 3
+    assert diarization_error_rate(reference, [(s, e, "s") for s, e in found])["der"] < 0.1
+
+
+def _clusters(seed=0, sizes=(12, 9, 7), dim=16, noise=0.3):
+    rng = np.random.default_rng(seed)
+    centres = rng.standard_normal((len(sizes), dim))
+    points = np.concatenate([c + noise * rng.standard_normal((n, dim)) for c, n in zip(centres, sizes)])
+    truth = np.repeat(np.arange(len(sizes)), sizes)
+    order = rng.permutation(len(points))
+    return torch.tensor(points[order]), truth[order]
+
+
+def _same_partition(a, b):
+    return all((a[i] == a[j]) == (b[i] == b[j]) for i in range(len(a)) for j in range(len(a)))
+
+
+@pytest.mark.parametrize("count", [2, 3, 4])
+def test_clustering_recovers_the_speakers(count):
+    points, truth = _clusters(seed=count, sizes=(10, 8, 6, 9)[:count])
+    assert _same_partition(spectral_clustering(points), truth)  # the count estimated by the eigengap
+    assert _same_partition(spectral_clustering(points, num_speakers=count), truth)
+    assert _same_partition(agglomerative_clustering(points, threshold=0.5), truth)
+    assert len(set(agglomerative_clustering(points, num_speakers=1).tolist())) == 1
+    with pytest.raises(DataError, match="num_speakers"):
+        spectral_clustering(points, num_speakers=0)
+
+
+class MelEmbedder:
+    """A deterministic speaker "model" for pipeline tests: the mean log mel spectrum of the audio (tones of
+    different pitch give different spectra)."""
+
+    sample_rate = RATE
+
+    def __init__(self):
+        self.fbank = Fbank(n_mels=24)
+
+    def embed_batch(self, wavs, lengths):
+        feats, frames = self.fbank(wavs, lengths)
+        mask = (torch.arange(feats.shape[1])[None, :] < frames[:, None]).float().unsqueeze(-1)
+        mean = (feats * mask).sum(1) / mask.sum(1)
+        return mean - mean.mean(-1, keepdim=True)
+
+    def load_audio(self, path):
+        wave, _ = soundfile.read(path, dtype="float32")
+        return torch.from_numpy(wave)
+
+
+@pytest.fixture(scope="module")
+def tone_rows(tmp_path_factory):
+    """Utterances of four tone 'speakers' (one pitch and timbre each)."""
+    root = tmp_path_factory.mktemp("tones")
+    rng = np.random.default_rng(1)
+    rows = {}
+    for s, (pitch, harmonics) in enumerate(((110, 3), (220, 1), (330, 5), (500, 2))):
+        for u in range(4):
+            n = int(RATE * rng.uniform(0.8, 1.6))
+            t = np.arange(n) / RATE
+            wave = sum(0.15 / h * np.sin(2 * np.pi * pitch * h * t) for h in range(1, harmonics + 1))
+            wave = np.r_[np.zeros(1600), wave, np.zeros(1600)] + 0.001 * rng.standard_normal(n + 3200)
+            path = root / f"s{s}-{u}.flac"
+            soundfile.write(path, wave.astype(np.float32), RATE)
+            rows[f"s{s}-{u}"] = {"wav": str(path), "spk": f"s{s}"}
+    return rows
+
+
+def test_conversations_have_their_reference(tone_rows, tmp_path):
+    manifest = json.loads(open(write_conversations(tone_rows, str(tmp_path / "conv"), count=3,
+                                                   speakers_range=(2, 3), seed=2)).read())
+    assert len(manifest) == 3
+    everything = read_rttm(str(tmp_path / "conv" / "all.rttm"))
+    for conversation_id, row in manifest.items():
+        wave, rate = soundfile.read(row["wav"])
+        turns = read_rttm(row["rttm"])[conversation_id]
+        assert everything[conversation_id] == turns
+        assert rate == RATE and max(e for _, e, _ in turns) <= len(wave) / RATE + 1e-3
+        assert len({s for _, _, s in turns}) == row["speakers"] in (2, 3)
+        assert row["overlap"] == pytest.approx(overlap_share(turns), abs=1e-3) and 0.0 <= row["overlap"] < 0.5
+    none = json.loads(open(write_conversations(tone_rows, str(tmp_path / "plain"), count=2,
+                                               overlap_probability=0.0, seed=2)).read())
+    assert all(row["overlap"] == 0.0 for row in none.values())
+    with pytest.raises(DataError, match="speakers_range"):
+        write_conversations(tone_rows, str(tmp_path / "x"), count=1, speakers_range=(2, 5))
+
+
+@pytest.mark.parametrize("method", ["spectral", "agglomerative"])
+def test_pipeline_diarizes_conversations_without_overlap(tone_rows, tmp_path, method):
+    manifest = json.loads(open(write_conversations(tone_rows, str(tmp_path / "conv"), count=2,
+                                                   overlap_probability=0.0, seed=5)).read())
+    diarizer = Diarizer(MelEmbedder(), window=0.8, step=0.4, method=method, threshold=0.9)
+    for conversation_id, row in manifest.items():
+        reference = read_rttm(row["rttm"])[conversation_id]
+        turns = diarizer.diarize_file(row["wav"])
+        assert diarization_error_rate(reference, turns, collar=0.25)["der"] < 0.1
+        given = diarizer.diarize_file(row["wav"], num_speakers=row["speakers"])
+        assert len({s for _, _, s in given}) == row["speakers"]

@@ -1,0 +1,94 @@
+"""SpeakerRecognition: embeddings batch-invariant and equal to the modules', verify_files against its
+threshold, bad folders named; ``speechkit verify`` and ``speechkit embed`` with a speaker model."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import soundfile
+import torch
+
+from speechkit.cli import main as speechkit_main
+from speechkit.errors import HparamsError
+from speechkit.pretrained import Pretrained, SpeakerRecognition
+from tests.helpers.job_models import SPEAKER_HYPERPARAMS, write_speaker_model
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    return write_speaker_model(tmp_path_factory.mktemp("speaker") / "model")
+
+
+@pytest.fixture(scope="module")
+def audio(tmp_path_factory):
+    root = tmp_path_factory.mktemp("audio")
+    rng = np.random.default_rng(0)
+    paths = []
+    for index, (seconds, rate) in enumerate(((1.3, 16000), (0.7, 16000), (1.0, 8000))):
+        t = np.arange(int(seconds * rate)) / rate
+        wave = 0.3 * np.sin(2 * np.pi * (140 + 60 * index) * t) + 0.02 * rng.standard_normal(t.size)
+        path = root / f"utt{index}.flac"
+        soundfile.write(path, wave.astype(np.float32), rate)
+        paths.append(path)
+    return paths
+
+
+def test_embeddings_are_the_modules_and_batch_invariant(folder, audio):
+    model = Pretrained.from_hparams(str(folder))
+    assert isinstance(model, SpeakerRecognition) and model.threshold == 0.4
+    waves = [model.load_audio(p) for p in audio]
+    lengths = torch.tensor([w.shape[0] for w in waves])
+    batch = torch.zeros(3, int(lengths.max()))
+    for i, wave in enumerate(waves):
+        batch[i, : wave.shape[0]] = wave
+    together = model.embed_batch(batch, lengths)
+    for i, path in enumerate(audio):
+        torch.testing.assert_close(model.embed_file(path), together[i], atol=1e-5, rtol=1e-4)
+    feats, frames = model.mods["compute_features"](waves[0].unsqueeze(0), lengths[:1])
+    feats, frames = model.mods["mean_var_norm"](feats, frames)
+    torch.testing.assert_close(model.mods["embedding_model"](feats, frames)[0], together[0], atol=1e-5,
+                               rtol=1e-4)
+    score, same = model.verify_files(audio[0], audio[0])
+    assert score == pytest.approx(1.0, abs=1e-5) and same
+    score, same = model.verify_files(audio[0], audio[1])
+    assert same == (score >= 0.4) and -1.0 <= score <= 1.0
+
+
+def test_bad_folders_are_named(tmp_path, folder):
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "embedding_model.safetensors").write_bytes((folder / "embedding_model.safetensors").read_bytes())
+    (bad / "hyperparams.yaml").write_text(SPEAKER_HYPERPARAMS.replace("threshold: 0.4", "threshold: 3"))
+    with pytest.raises(HparamsError, match="threshold must be a cosine score"):
+        Pretrained.from_hparams(str(bad))
+    without = SPEAKER_HYPERPARAMS.replace("  compute_features: !ref <compute_features>\n", "")
+    (bad / "hyperparams.yaml").write_text(without)
+    with pytest.raises(HparamsError, match="'compute_features'"):
+        Pretrained.from_hparams(str(bad))
+
+
+def test_verify_command(folder, audio, capsys):
+    assert speechkit_main(["verify", str(audio[0]), str(audio[0]), "--model", str(folder)]) == 0
+    assert "same speaker" in capsys.readouterr().out
+    assert speechkit_main(["verify", str(audio[0]), str(audio[1]), "--model", str(folder),
+                           "--threshold", "1.0"]) == 0
+    assert "different speakers" in capsys.readouterr().out
+    assert speechkit_main(["verify", str(audio[0]), "missing.wav", "--model", str(folder)]) == 1
+    assert "missing.wav" in capsys.readouterr().err
+
+
+def test_embed_command_writes_speaker_embeddings(folder, audio, tmp_path, capsys):
+    manifest = tmp_path / "data.json"
+    manifest.write_text(json.dumps({f"u{i}": {"wav": str(p), "spk": "s", "duration": 1.0}
+                                    for i, p in enumerate(audio)}))
+    assert speechkit_main(["embed", str(folder), str(manifest), "--output", str(tmp_path / "emb"),
+                           "--batch-size", "2", "--no-progress"]) == 0
+    written = json.loads((tmp_path / "emb" / "manifest.json").read_text())
+    model = SpeakerRecognition.from_hparams(str(folder))
+    for i, path in enumerate(audio):
+        vector = np.load(written[f"u{i}"]["embedding"])
+        assert vector.shape == (12,) and written[f"u{i}"]["spk"] == "s"
+        np.testing.assert_allclose(vector, model.embed_file(path).numpy(), atol=1e-5)
+    assert speechkit_main(["embed", str(folder), str(manifest), "--output", str(tmp_path / "x"),
+                           "--interpolate", "u0", "u1"]) == 1
