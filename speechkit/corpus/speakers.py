@@ -70,16 +70,22 @@ def speaker_split(test_speakers=TEST_SPEAKERS, valid_speakers=VALID_SPEAKERS) ->
             "valid_voices": voices_of(valid_speakers)}
 
 
+#: The fields a manifest row may name its speaker by, in order: the corpus's voice, its speaker, an import's.
+SPEAKER_KEYS = ("voice", "spk", "speaker")
+
+
 def speaker_rows(rows: dict) -> dict:
     """Manifest rows with ``spk`` set to the identity, and ``voice``, ``person`` and ``engine`` fields.
 
-    ``rows`` are a corpus manifest's (``{id: {"wav", "duration", "voice" or "spk", ...}}``).
+    ``rows`` are a corpus manifest's (``{id: {"wav", "duration", "voice" or "spk", ...}}``) or an imported
+    one's (``speaker``, as ``speechkit data import voxceleb`` writes).
     """
     out = {}
     for utt_id, row in rows.items():
-        if not isinstance(row, dict) or not ("voice" in row or "spk" in row):
-            raise DataError(f"item {utt_id!r} has neither 'voice' nor 'spk' (the speaker)")
-        voice = str(row.get("voice", row.get("spk")))
+        found = [key for key in SPEAKER_KEYS if isinstance(row, dict) and key in row]
+        if not found:
+            raise DataError(f"item {utt_id!r} has none of {', '.join(SPEAKER_KEYS)} (the speaker)")
+        voice = str(row[found[0]])
         out[utt_id] = {**row, "spk": identity_of(voice), "voice": voice, "person": speaker_of(voice),
                        "engine": engine_of(voice)}
     return out

@@ -42,8 +42,10 @@ def test_speaker_rows_and_disjoint_check():
     train = speaker_rows({"c": {"voice": "kal"}})
     with pytest.raises(DataError, match="share speakers \\['kal'\\]"):
         check_disjoint({"train": train, "test": rows})
-    with pytest.raises(DataError, match="'x'"):
+    with pytest.raises(DataError, match="'x' has none of voice, spk, speaker"):
         speaker_rows({"x": {"wav": "x.flac"}})
+    imported = speaker_rows({"v": {"wav": "v.wav", "speaker": "id10001"}})  # speechkit data import voxceleb
+    assert imported["v"]["spk"] == imported["v"]["person"] == "id10001"
 
 
 @pytest.mark.skipif(shutil.which("flite") is None, reason="flite is not installed")
