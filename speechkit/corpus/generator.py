@@ -114,8 +114,8 @@ class CorpusConfig:
     #: a speech engine (flite, festival, espeak) none of whose voices is trained on: its voices speak a test
     #: split of their own (test_engine.json), a kind of voice never heard
     held_out_engine: Optional[str] = None
-    #: a folder or manifest of real recordings mixed in (speechkit.corpus.recordings): each used once, its
-    #: speaker's voice ``recorded-<speaker>`` in train unless named in test_voices or valid_voices
+    #: real recordings mixed in, from a folder or a manifest (speechkit.corpus.recordings); each is used once,
+    #: its speaker's voice ``recorded-<speaker>`` in train unless named in test_voices or valid_voices
     recordings: Optional[str] = None
     # How the build runs (not part of the content).
     num_workers: int = 2

@@ -3,16 +3,16 @@
 Every graph takes padded float32 inputs and their (batch,) int64 valid lengths, and returns its outputs with
 their valid lengths, so a padded batch gives each item what it gives alone (docs/design.md, contract 2).
 
-=================  ==============  =============================  ==========================================
-interface          artefact        inputs                         outputs
-=================  ==============  =============================  ==========================================
-EncoderASR         ``recognizer``  wavs (B, T), lengths (B,)      log_probs (B, F, V), frame_lengths (B,)
-SeparationModel    ``separator``   mixtures (B, T), lengths (B,)  sources (B, S, T)
-SpeakerRecognition ``embedder``    wavs (B, T), lengths (B,)      embeddings (B, D)
-Vocoder            ``mel``         wavs (B, T), lengths (B,)      mels (B, F, M), frame_lengths (B,)
-Vocoder            ``generator``   mels (B, F, M), lengths (B,)   wavs (B, F * hop), sample_lengths (B,)
-Wav2Vec2Features   ``features``    wavs (B, T), lengths (B,)      features (B, F, D), frame_lengths (B,)
-=================  ==============  =============================  ==========================================
+==================  ==============  =============================  =======================================
+interface           artefact        inputs                         outputs
+==================  ==============  =============================  =======================================
+EncoderASR          ``recognizer``  wavs (B, T), lengths (B,)      log_probs (B, F, V), frame_lengths (B,)
+SeparationModel     ``separator``   mixtures (B, T), lengths (B,)  sources (B, S, T)
+SpeakerRecognition  ``embedder``    wavs (B, T), lengths (B,)      embeddings (B, D)
+Vocoder             ``mel``         wavs (B, T), lengths (B,)      mels (B, F, M), frame_lengths (B,)
+Vocoder             ``generator``   mels (B, F, M), lengths (B,)   wavs (B, F * hop), sample_lengths (B,)
+Wav2Vec2Features    ``features``    wavs (B, T), lengths (B,)      features (B, F, D), frame_lengths (B,)
+==================  ==============  =============================  =======================================
 
 Example:
     >>> specs = graph_specs(interface)                           # doctest: +SKIP
