@@ -17,7 +17,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Sequence
-from typing import Optional
+from typing import Callable, Optional
 
 from speechkit.errors import DataError
 
@@ -57,17 +57,23 @@ class Lexicon:
 
     @classmethod
     def from_manifest(cls, manifest: str, tokenizer, replacements: Optional[dict] = None,
-                      text_field: str = "text") -> Lexicon:
+                      text_field: str = "text", normalizer: Optional[Callable[[str], str]] = None) -> Lexicon:
         """The words of a manifest's transcripts (``text_field`` split on white space) as ``tokenizer``
-        spells them: the closed vocabulary of a training set.
+        spells them: the closed vocabulary of a training set. ``normalizer`` (the recipe's text normaliser,
+        :class:`speechkit.data.text_policy.TextNormalizer`) prepares each transcript first, as it does the
+        training targets: words written "Nine," and "nine" are the one word "NINE" the model spells.
 
         Example:
-            >>> lexicon = Lexicon.from_manifest("data/train.json", tokenizer)  # doctest: +SKIP
+            >>> lexicon = Lexicon.from_manifest("data/train.json", tokenizer,  # doctest: +SKIP
+            ...                                 normalizer=normalizer)
         """
         from speechkit.data.manifest import load_manifest
 
         rows = load_manifest(manifest, replacements, check_files=False).values()
-        return cls.from_tokenizer(tokenizer, {word for row in rows for word in str(row[text_field]).split()})
+        texts = (str(row[text_field]) for row in rows)
+        if normalizer is not None:
+            texts = (normalizer(text) for text in texts)
+        return cls.from_tokenizer(tokenizer, {word for text in texts for word in text.split()})
 
     def extend(self, partial: tuple[int, ...], token: int) -> Optional[tuple[int, ...]]:
         """The unfinished word after appending ``token`` to a hypothesis whose unfinished word is ``partial``.

@@ -144,7 +144,8 @@ def build_brain(hparams: dict, run_opts, manifests: dict) -> ASR:
     checkpointer = speechkit.Checkpointer(hparams["save_folder"], {**modules, "counter": counter})
     brain = ASR(modules, hparams["opt_class"], hparams, run_opts, checkpointer, trainable_modules=trainable)
     brain.tokenizer = tokenizer
-    brain.lexicon = (Lexicon.from_manifest(manifests["train"], tokenizer, data_root)
+    brain.lexicon = (Lexicon.from_manifest(manifests["train"], tokenizer, data_root,
+                                           normalizer=model["text_normalizer"])
                      if hparams["closed_vocabulary"] else None)
     return brain
 

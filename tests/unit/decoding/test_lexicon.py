@@ -84,3 +84,19 @@ def test_lexicon_from_a_sentencepiece_tokenizer(tmp_path):
         partial = lexicon.extend(partial, token)
     assert lexicon.is_complete(partial)
     assert lexicon.extend(tuple(spelled[:1]), tokenizer.piece_to_id("e")) is None  # no known word starts "e"
+
+
+def test_a_manifests_lexicon_holds_the_words_as_the_normaliser_writes_them(tmp_path):
+    import json
+
+    from speechkit.data.text_policy import TextNormalizer
+
+    tokenizer = SentencePieceTokenizer.train(["A BAD CAB", "DEAD BEEF"] * 10, tmp_path / "tok", vocab_size=12,
+                                             model_type="char")
+    manifest = tmp_path / "train.json"
+    manifest.write_text(json.dumps({"u1": {"wav": "a.flac", "duration": 1.0, "text": "A bad, cab."},
+                                    "u2": {"wav": "b.flac", "duration": 1.0, "text": "\u201cDead\u201d beef!"}}))
+    normalizer = TextNormalizer(case="upper", punctuation="remove")
+    lexicon = Lexicon.from_manifest(str(manifest), tokenizer, normalizer=normalizer)
+    words = {tuple(tokenizer.encode(word)) for word in ("A", "BAD", "CAB", "DEAD", "BEEF")}
+    assert lexicon.words == words  # as written ("bad,", "cab.") no word could be spelled
