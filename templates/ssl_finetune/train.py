@@ -27,6 +27,7 @@ import yaml
 import speechkit
 from speechkit.data import DynamicItemDataset, provides, read_audio, takes
 from speechkit.decoding import Lexicon, ctc_greedy_decode, ctc_prefix_beam_search
+from speechkit.errors import HparamsError
 from speechkit.metrics import ErrorRateStats
 from speechkit.nn.losses import ctc_loss
 from speechkit.pretrained.huggingface_encoders import load_encoder
@@ -130,8 +131,9 @@ def dataio_prepare(hparams: dict, manifests: dict, tokenizer) -> dict:
 
 
 def write_inference_hparams(hparams: dict, encoder) -> Path:
-    """``<output_folder>/inference.yaml``: ``hparams/inference.yaml`` under the fine-tuned encoder's sizes,
-    so that ``speechkit export`` builds the model folder of whichever encoder was loaded."""
+    """``<output_folder>/inference.yaml``: ``hparams/inference.yaml`` with the fine-tuned encoder's sizes
+    between its ``# SIZES`` and ``# END OF SIZES`` lines, so that ``speechkit export`` builds the model folder
+    of whichever encoder was loaded."""
     sizes = {key: list(value) if isinstance(value, tuple) else value
              for key, value in dataclasses.asdict(encoder.config).items()}
     # encoder_dim, not d_model: `speechkit export` takes the run YAML's sizes for the inference YAML's
@@ -139,10 +141,15 @@ def write_inference_hparams(hparams: dict, encoder) -> Path:
     header = yaml.safe_dump({"encoder_dim": encoder.config.d_model, "vocab_size": hparams["vocab_size"]},
                             sort_keys=False)
     config = yaml.safe_dump(sizes, sort_keys=False, default_flow_style=None)
-    body = Path(hparams["inference_hparams"]).read_text(encoding="utf-8")
+    source = Path(hparams["inference_hparams"])
+    before, found, rest = source.read_text(encoding="utf-8").partition("\n# SIZES")
+    sizes_block, end, after = rest.partition("# END OF SIZES\n")
+    if not (found and end):
+        raise HparamsError(f"{source}: no '# SIZES' ... '# END OF SIZES' lines around the encoder's sizes")
     path = Path(hparams["output_folder"]) / "inference.yaml"
-    text = (f"{header}config: !new:speechkit.models.wav2vec2.Wav2Vec2Config\n"
-            + "".join(f"    {line}\n" for line in config.splitlines()) + body)
+    text = (f"{before}\n# SIZES of the fine-tuned encoder (written by train.py)\n{header}"
+            "config: !new:speechkit.models.wav2vec2.Wav2Vec2Config\n"
+            + "".join(f"    {line}\n" for line in config.splitlines()) + end + after)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.with_suffix(".partial").write_text(text, encoding="utf-8")
     path.with_suffix(".partial").replace(path)
