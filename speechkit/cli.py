@@ -68,6 +68,8 @@ EXAMPLES = {
     "serve": "speechkit serve models/asr --port 8000",
     "data": "speechkit data check data/cv/train.json data/cv/test.json",
     "evaluate": "speechkit evaluate models/asr test.json --output results/eval",
+    "verify": "speechkit verify a.wav b.wav --model models/speaker",
+    "diarize": "speechkit diarize meeting.wav --model models/speaker --rttm meeting.rttm",
 }
 
 

@@ -94,8 +94,9 @@ def test_a_manifests_lexicon_holds_the_words_as_the_normaliser_writes_them(tmp_p
     tokenizer = SentencePieceTokenizer.train(["A BAD CAB", "DEAD BEEF"] * 10, tmp_path / "tok", vocab_size=12,
                                              model_type="char")
     manifest = tmp_path / "train.json"
-    manifest.write_text(json.dumps({"u1": {"wav": "a.flac", "duration": 1.0, "text": "A bad, cab."},
-                                    "u2": {"wav": "b.flac", "duration": 1.0, "text": "\u201cDead\u201d beef!"}}))
+    rows = {"u1": {"wav": "a.flac", "duration": 1.0, "text": "A bad, cab."},
+            "u2": {"wav": "b.flac", "duration": 1.0, "text": "\u201cDead\u201d beef!"}}
+    manifest.write_text(json.dumps(rows))
     normalizer = TextNormalizer(case="upper", punctuation="remove")
     lexicon = Lexicon.from_manifest(str(manifest), tokenizer, normalizer=normalizer)
     words = {tuple(tokenizer.encode(word)) for word in ("A", "BAD", "CAB", "DEAD", "BEEF")}
