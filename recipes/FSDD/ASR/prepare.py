@@ -33,7 +33,7 @@ Example:
 
 Run alone (the recipe's train.py calls it itself)::
 
-    python prepare.py --data_folder ../../../../shared/data/fsdd --test_speaker jackson
+    python prepare.py --data_folder ~/free-spoken-digit-dataset/recordings --test_speaker jackson
 """
 from __future__ import annotations
 
