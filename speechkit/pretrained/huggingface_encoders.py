@@ -13,6 +13,7 @@ Example:
 from __future__ import annotations
 
 import os
+import pathlib
 from typing import Optional, Union
 
 from speechkit.errors import CheckpointError, FetchError
@@ -130,3 +131,39 @@ def export_encoder(model: Union[Wav2Vec2Model, Wav2Vec2Pretraining], folder: Uni
         architecture = task if extra and "lm_head.weight" in extra else bare
     hf_config = encoder_config_to_huggingface(encoder.config, model_type, architecture)
     return write_huggingface_folder(folder, hf_config, hf_state, extra)
+
+
+def write_inference_yaml(template: Union[str, os.PathLike], path: Union[str, os.PathLike], config,
+                         vocab_size: int) -> pathlib.Path:
+    """Write ``path``: the inference YAML ``template`` with a fine-tuned encoder's sizes (``encoder_dim``,
+    ``vocab_size`` and ``config``, a :class:`Wav2Vec2Config`) between its ``# SIZES`` and ``# END OF SIZES``
+    lines, so that ``speechkit export`` builds the model folder of whichever encoder a run loaded.
+
+    ``encoder_dim``, not ``d_model``: ``speechkit export`` takes the run YAML's sizes for an inference YAML's
+    top-level keys, and a run YAML's ``d_model`` is its random encoder's, not the loaded one's.
+
+    Example:
+        >>> write_inference_yaml("hparams/inference.yaml", "out/inference.yaml", config, 40)  # doctest: +SKIP
+    """
+    import dataclasses
+
+    import yaml
+
+    from speechkit.errors import HparamsError
+
+    sizes = {key: list(value) if isinstance(value, tuple) else value
+             for key, value in dataclasses.asdict(config).items()}
+    header = yaml.safe_dump({"encoder_dim": config.d_model, "vocab_size": vocab_size}, sort_keys=False)
+    block = yaml.safe_dump(sizes, sort_keys=False, default_flow_style=None)
+    before, found, rest = pathlib.Path(template).read_text(encoding="utf-8").partition("\n# SIZES")
+    _, end, after = rest.partition("# END OF SIZES\n")
+    if not (found and end):
+        raise HparamsError(f"{template}: no '# SIZES' ... '# END OF SIZES' lines around the encoder's sizes")
+    text = (f"{before}\n# SIZES of the fine-tuned encoder (written by the run)\n{header}"
+            "config: !new:speechkit.models.wav2vec2.Wav2Vec2Config\n"
+            + "".join(f"    {line}\n" for line in block.splitlines()) + end + after)
+    path = pathlib.Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.with_suffix(".partial").write_text(text, encoding="utf-8")
+    path.with_suffix(".partial").replace(path)
+    return path

@@ -17,20 +17,17 @@ folder's hyperparams for ``speechkit export`` (the encoder's sizes filled in).
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import sys
 from pathlib import Path
 
 import torch
-import yaml
 
 import speechkit
 from speechkit.data import DynamicItemDataset, provides, read_audio, takes
 from speechkit.decoding import Lexicon, ctc_greedy_decode, ctc_prefix_beam_search
-from speechkit.errors import HparamsError
 from speechkit.metrics import ErrorRateStats
 from speechkit.nn.losses import ctc_loss
-from speechkit.pretrained.huggingface_encoders import load_encoder
+from speechkit.pretrained.huggingface_encoders import load_encoder, write_inference_yaml
 from speechkit.pretrained.loading import load_into, load_weights
 from speechkit.recipe import fit_and_evaluate, sibling_module, start
 from speechkit.stage import Stage
@@ -130,32 +127,6 @@ def dataio_prepare(hparams: dict, manifests: dict, tokenizer) -> dict:
     return datasets
 
 
-def write_inference_hparams(hparams: dict, encoder) -> Path:
-    """``<output_folder>/inference.yaml``: ``hparams/inference.yaml`` with the fine-tuned encoder's sizes
-    between its ``# SIZES`` and ``# END OF SIZES`` lines, so that ``speechkit export`` builds the model folder
-    of whichever encoder was loaded."""
-    sizes = {key: list(value) if isinstance(value, tuple) else value
-             for key, value in dataclasses.asdict(encoder.config).items()}
-    # encoder_dim, not d_model: `speechkit export` takes the run YAML's sizes for the inference YAML's
-    # top-level keys, and the run YAML's d_model is the random encoder's, not the loaded one's.
-    header = yaml.safe_dump({"encoder_dim": encoder.config.d_model, "vocab_size": hparams["vocab_size"]},
-                            sort_keys=False)
-    config = yaml.safe_dump(sizes, sort_keys=False, default_flow_style=None)
-    source = Path(hparams["inference_hparams"])
-    before, found, rest = source.read_text(encoding="utf-8").partition("\n# SIZES")
-    sizes_block, end, after = rest.partition("# END OF SIZES\n")
-    if not (found and end):
-        raise HparamsError(f"{source}: no '# SIZES' ... '# END OF SIZES' lines around the encoder's sizes")
-    path = Path(hparams["output_folder"]) / "inference.yaml"
-    text = (f"{before}\n# SIZES of the fine-tuned encoder (written by train.py)\n{header}"
-            "config: !new:speechkit.models.wav2vec2.Wav2Vec2Config\n"
-            + "".join(f"    {line}\n" for line in config.splitlines()) + end + after)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.with_suffix(".partial").write_text(text, encoding="utf-8")
-    path.with_suffix(".partial").replace(path)
-    return path
-
-
 def main(argv):
     run = start(argv, prepare=prepare.prepare_manifests)
     hparams, data_root = run.hparams, {"data_root": run.hparams["data_folder"]}
@@ -183,7 +154,8 @@ def main(argv):
         brain.lm = hparams["lm"].to(brain.device).eval()
     fit_and_evaluate(brain, hparams, datasets, min_key="WER")
     if brain.context.is_main:
-        write_inference_hparams(hparams, encoder)
+        write_inference_yaml(hparams["inference_hparams"], Path(hparams["output_folder"]) / "inference.yaml",
+                             encoder.config, hparams["vocab_size"])
     return brain
 
 
