@@ -211,13 +211,14 @@ def flood_headers(server, megabytes: int) -> bytes:
 
 
 def test_a_header_flood_gets_431_and_no_memory(tight):
+    flood_headers(tight, 1)  # what the first request costs once is not what the floods hold
     before = peak_rss_mb(tight)
     with concurrent.futures.ThreadPoolExecutor(8) as pool:
-        answers = list(pool.map(lambda _: flood_headers(tight, 8), range(24)))  # 192 MB of headers
+        answers = list(pool.map(lambda _: flood_headers(tight, 16), range(24)))  # 384 MB of headers
     grown = peak_rss_mb(tight) - before
     answered = [a for a in answers if a]
     assert answered and all(a.startswith(b"HTTP/1.1 431") and b"--max-header-kb" in a for a in answered)
-    assert grown < 60, f"the server's peak memory grew by {grown:.0f} MB"
+    assert grown < 100, f"the server's peak memory grew by {grown:.0f} MB"
     assert request_json(tight.url + "/health")[0] == 200
 
 
@@ -263,12 +264,15 @@ def stream_until_closed(server, megabytes: float, rate: int = 192000) -> tuple:
 
 
 def test_streams_holding_more_audio_than_the_buffer_are_closed_and_free_it(tight):
+    # One short stream first: what the first stream costs once (code paths, allocator arenas; up to ~40 MB
+    # under load) is not what the streams hold. A server holding the audio would grow by 300 MB.
+    stream_until_closed(tight, 4)
     before = peak_rss_mb(tight)
     with concurrent.futures.ThreadPoolExecutor(3) as pool:
-        closes = list(pool.map(lambda _: stream_until_closed(tight, 40), range(3)))  # 120 MB unbounded
+        closes = list(pool.map(lambda _: stream_until_closed(tight, 100), range(3)))
     grown = peak_rss_mb(tight) - before
     assert all(code == 1009 and "--max-stream-buffer-mb" in reason for code, reason in closes), closes
-    assert grown < 60, f"the server's peak memory grew by {grown:.0f} MB"  # held unbounded: 120 MB
+    assert grown < 100, f"the server's peak memory grew by {grown:.0f} MB"
 
 
 def test_a_stream_is_closed_after_its_total_time(tight):
