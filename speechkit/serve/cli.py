@@ -30,6 +30,7 @@ class ServeLimitsDefaults:
     max_channels = 8
     max_sample_rate = 192000
     max_header_bytes = 64 * 1024
+    request_head_timeout_s = 10.0
     max_connections = 256
     max_streams = 32
     max_stream_buffer_bytes = 16_000_000
@@ -69,6 +70,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="Highest sample rate of an upload or stream, in Hz.")
     parser.add_argument("--max-header-kb", type=float, default=ServeLimitsDefaults.max_header_bytes / 1024,
                         help="Largest request head (request line and headers) in KB; larger gets 431.")
+    parser.add_argument("--request-head-timeout-s", type=float,
+                        default=ServeLimitsDefaults.request_head_timeout_s,
+                        help="Longest a connection may take to send a complete request head (from its "
+                             "opening or its previous response); slower gets 408 and is closed.")
     parser.add_argument("--max-connections", type=int, default=ServeLimitsDefaults.max_connections,
                         help="Open connections beyond which new requests get 503.")
     parser.add_argument("--max-streams", type=int, default=ServeLimitsDefaults.max_streams,
@@ -155,6 +160,7 @@ def run(args: argparse.Namespace) -> int:
                              max_decoded_samples=args.max_decoded_samples, max_channels=args.max_channels,
                              max_sample_rate=args.max_sample_rate,
                              max_header_bytes=int(args.max_header_kb * 1024),
+                             request_head_timeout_s=args.request_head_timeout_s,
                              max_connections=args.max_connections, max_streams=args.max_streams,
                              max_stream_buffer_bytes=int(args.max_stream_buffer_mb * 1e6),
                              stream_max_s=args.stream_max_s,
@@ -173,7 +179,8 @@ def run(args: argparse.Namespace) -> int:
                      allowed_hosts=args.allow_host)
     config = uvicorn.Config(app, host=args.host, port=args.port, log_config=None, access_log=False,
                             log_level=args.log_level, lifespan="on",
-                            http=bounded_http_protocol(limits.max_header_bytes),
+                            http=bounded_http_protocol(limits.max_header_bytes,
+                                                       limits.request_head_timeout_s),
                             h11_max_incomplete_event_size=limits.max_header_bytes,
                             limit_concurrency=limits.max_connections,
                             ws_max_size=min(limits.max_request_bytes, limits.max_stream_buffer_bytes) + 1024,

@@ -22,6 +22,9 @@ class ServeLimits:
         max_channels: most channels of an upload.
         max_sample_rate: highest sample rate of an upload or a stream (the lowest is 4000 Hz).
         max_header_bytes: largest request head (request line and headers); larger gets 431.
+        request_head_timeout_s: longest a connection may take to send a complete request head, counted
+            from its opening or from its previous response; slower gets 408 and is closed (a client
+            sending its head a byte at a time, or nothing, would otherwise hold a connection forever).
         max_connections: open connections (HTTP and WebSocket together) beyond which new requests get 503.
         max_streams: open WebSocket streams beyond which a new handshake gets 503.
         max_stream_buffer_bytes: most audio one stream may hold (float32 at the client's rate); more closes
@@ -45,6 +48,7 @@ class ServeLimits:
     max_channels: int = 8
     max_sample_rate: int = 192000
     max_header_bytes: int = 64 * 1024
+    request_head_timeout_s: float = 10.0
     max_connections: int = 256
     max_streams: int = 32
     max_stream_buffer_bytes: int = 16_000_000

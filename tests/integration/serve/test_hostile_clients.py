@@ -7,6 +7,7 @@ from __future__ import annotations
 import concurrent.futures
 import io
 import json
+import select
 import socket
 import struct
 import time
@@ -187,7 +188,8 @@ def tight(folders):
     with ServerProcess([f"asr={folders['asr']}", "--max-streams", "3", "--max-stream-buffer-mb", "2",
                         "--partial-every-s", "1000",
                         "--stream-max-s", "4", "--stream-idle-s", "3", "--max-connections", "12",
-                        "--max-header-kb", "16", "--max-request-mb", "1"]) as process:
+                        "--max-header-kb", "16", "--max-request-mb", "1",
+                        "--request-head-timeout-s", "5"]) as process:
         yield process
 
 
@@ -220,6 +222,34 @@ def test_a_header_flood_gets_431_and_no_memory(tight):
     assert answered and all(a.startswith(b"HTTP/1.1 431") and b"--max-header-kb" in a for a in answered)
     assert grown < 100, f"the server's peak memory grew by {grown:.0f} MB"
     assert request_json(tight.url + "/health")[0] == 200
+
+
+def test_a_head_sent_a_byte_at_a_time_or_not_at_all_gets_408_and_frees_the_connection(tight):
+    def dribble(head: bytes, seconds: float) -> bytes:
+        """Send ``head`` a byte every 0.2 s for at most ``seconds``, until the server answers; the answer."""
+        with socket.create_connection(("127.0.0.1", port_of(tight)), timeout=60) as conn:
+            started = time.monotonic()
+            for byte in head:
+                if time.monotonic() - started > seconds or select.select([conn], [], [], 0.2)[0]:
+                    break  # out of time, or the server answered
+                conn.sendall(bytes([byte]))
+            answer = b""
+            while chunk := conn.recv(65536):
+                answer += chunk
+            return answer
+
+    head = f"GET /health HTTP/1.1\r\nHost: 127.0.0.1:{port_of(tight)}\r\nX-Pad: {'a' * 200}\r\n\r\n".encode()
+    started = time.monotonic()
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        slow, silent = pool.map(lambda seconds: dribble(head, seconds), [60, 0])  # 0: send one byte only
+    assert time.monotonic() - started < 45, "the server kept a connection that sent no complete head"
+    for answer in (slow, silent):
+        assert answer.startswith(b"HTTP/1.1 408") and b"--request-head-timeout-s" in answer, answer[:200]
+    # A client that sends its head in time is not affected, and keeps its connection between requests.
+    with socket.create_connection(("127.0.0.1", port_of(tight)), timeout=60) as conn:
+        for _ in range(2):
+            conn.sendall(f"GET /health HTTP/1.1\r\nHost: 127.0.0.1:{port_of(tight)}\r\n\r\n".encode())
+            assert conn.recv(65536).startswith(b"HTTP/1.1 200")
 
 
 def test_connections_beyond_the_limit_get_503(tight):
