@@ -19,6 +19,7 @@ Example:
 """
 from __future__ import annotations
 
+import collections
 import functools
 import os
 from collections.abc import Mapping
@@ -33,6 +34,8 @@ from speechkit.errors import AudioError, DataError
 
 #: Where the policy is explained (error messages point there).
 DOCS = "docs/data.md, 'The audio policy'"
+#: Filter banks one policy keeps (one per source rate, the most recently used): at most a few MB each.
+MAX_KEPT_RESAMPLERS = 16
 
 
 class AudioPolicy:
@@ -62,7 +65,9 @@ class AudioPolicy:
         self.sample_rate = int(sample_rate)
         self.channels = channels if channels == "mix" else int(channels)
         self.convert = convert
-        self._resamplers: dict = {}  # source rate -> Resample module (its filter bank is built once)
+        # source rate -> Resample module (its filter bank built once), the most recently used kept: a server
+        # meeting clients at ever new rates must not keep a bank for each.
+        self._resamplers: collections.OrderedDict = collections.OrderedDict()
 
     # ------------------------------------------------------------------------------------------ reading
     def read(self, source: Source) -> torch.Tensor:
@@ -131,7 +136,7 @@ class AudioPolicy:
         return hash((self.sample_rate, self.channels, self.convert))
 
     def __getstate__(self) -> dict:  # loader workers rebuild the filter banks they need
-        return {**self.__dict__, "_resamplers": {}}
+        return {**self.__dict__, "_resamplers": collections.OrderedDict()}
 
     # --------------------------------------------------------------------------------------- internals
     def _pick_channels(self, waveform: torch.Tensor) -> torch.Tensor:
@@ -142,10 +147,14 @@ class AudioPolicy:
         return waveform[:, self.channels]
 
     def _resampler(self, rate: int) -> torch.nn.Module:
-        if rate not in self._resamplers:
+        if rate in self._resamplers:
+            self._resamplers.move_to_end(rate)
+        else:
             from speechkit.data.resample import POLICY_FILTER, Resample
 
             self._resamplers[rate] = Resample(rate, self.sample_rate, **POLICY_FILTER)
+            if len(self._resamplers) > MAX_KEPT_RESAMPLERS:
+                self._resamplers.popitem(last=False)
         return self._resamplers[rate]
 
 

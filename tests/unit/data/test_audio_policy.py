@@ -195,3 +195,15 @@ def test_a_model_folder_can_name_the_channel_its_model_was_trained_on(tmp_path):
     (folder / "hyperparams.yaml").write_text(text + "audio_channels: left\n")
     with pytest.raises(HparamsError, match="audio_channels must be 'mix' or a channel index >= 0, got 'le"):
         Pretrained.from_hparams(str(folder))
+
+
+def test_a_policy_keeps_the_filter_banks_of_its_most_recent_rates_only():
+    from speechkit.data.audio_policy import MAX_KEPT_RESAMPLERS
+
+    policy = AudioPolicy(16000)
+    for rate in range(8000, 8000 + 100 * (MAX_KEPT_RESAMPLERS + 4), 100):  # a client at ever new rates
+        policy.apply(torch.zeros(rate // 100), rate, "x")
+    assert len(policy._resamplers) == MAX_KEPT_RESAMPLERS
+    kept = policy._resamplers[next(iter(policy._resamplers))]
+    policy.apply(torch.zeros(100), next(iter(policy._resamplers)), "x")  # used again: kept, not rebuilt
+    assert policy._resamplers[next(reversed(policy._resamplers))] is kept
