@@ -12,12 +12,18 @@ Example:
 """
 from speechkit.metrics.bss_eval import bss_eval_sdr
 from speechkit.metrics.diarization import diarization_error_rate
-from speechkit.metrics.error_rate import ErrorRateStats, align, summarize_scores, worst_first
+from speechkit.metrics.error_rate import (
+    ErrorRateStats,
+    TranscriptErrorRates,
+    align,
+    summarize_scores,
+    worst_first,
+)
 from speechkit.metrics.separation import SeparationStats
 from speechkit.metrics.si_snr import si_snr, si_snr_improvement
 from speechkit.metrics.stats import MetricStats, RunningAverage
 from speechkit.metrics.verification import equal_error_rate, min_dcf, verification_summary
 
-__all__ = ["ErrorRateStats", "align", "summarize_scores", "worst_first", "si_snr", "si_snr_improvement",
-           "MetricStats", "RunningAverage", "SeparationStats", "bss_eval_sdr",
+__all__ = ["ErrorRateStats", "TranscriptErrorRates", "align", "summarize_scores", "worst_first", "si_snr",
+           "si_snr_improvement", "MetricStats", "RunningAverage", "SeparationStats", "bss_eval_sdr",
            "diarization_error_rate", "equal_error_rate", "min_dcf", "verification_summary"]

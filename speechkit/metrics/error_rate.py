@@ -230,6 +230,35 @@ class ErrorRateStats:
 _RULE = "=" * 80 + "\n"
 
 
+class TranscriptErrorRates:
+    """The WER and CER of one evaluation stage's transcripts, both on text normalised by ``normalizer``.
+
+    Example:
+        >>> rates = TranscriptErrorRates()
+        >>> rates.append(["u1"], ["HELLO THERE"], ["HELLO WORLD"])
+        >>> rates.summarize()
+        {'WER': 50.0, 'CER': 45.45454545454545}
+    """
+
+    def __init__(self, normalizer=None):
+        self.words = ErrorRateStats(normalizer=normalizer)
+        self.characters = ErrorRateStats(cer=True, normalizer=normalizer)
+
+    def append(self, ids, predict, target) -> None:
+        """Score a batch (see :meth:`ErrorRateStats.append`)."""
+        ids, predict, target = list(ids), list(predict), list(target)
+        self.words.append(ids, predict, target)
+        self.characters.append(ids, predict, target)
+
+    def summarize(self) -> dict:
+        """``{"WER": ..., "CER": ...}`` over every process's utterances (a collective under DDP)."""
+        return {"WER": self.words.summarize("error_rate"), "CER": self.characters.summarize("error_rate")}
+
+    def write_stats(self, path_or_stream) -> None:
+        """The word-level report (after :meth:`summarize` under DDP)."""
+        self.words.write_stats(path_or_stream)
+
+
 def _function_name(function) -> str:
     name = getattr(function, "__qualname__", None) or repr(function)
     module = getattr(function, "__module__", None)

@@ -18,7 +18,7 @@ from typing import Optional
 
 import torch
 
-from speechkit.errors import CheckpointError
+from speechkit.errors import CheckpointError, HparamsError
 from speechkit.weights_origin import note_origin
 
 
@@ -133,6 +133,27 @@ def load_into(obj, state_dict: dict, path, partial: bool = False) -> LoadReport:
     obj.load_state_dict(fitting, strict=False)
     note_origin(obj, f"loaded from {path}")  # its weights are no longer the initial ones (export checks)
     return report
+
+
+def load_language_model(lm: torch.nn.Module, path: Optional[str], lm_weight: float,
+                        learns: bool = False) -> bool:
+    """Load a recipe's LM from ``path`` when that file exists; True when it was loaded.
+
+    A run that would decode with the LM (``lm_weight`` > 0) while it neither exists nor learns in this run
+    fails here, before training, not when the test set is decoded.
+
+    Example:
+        >>> load_language_model(torch.nn.Linear(2, 2), "missing/lm.ckpt", lm_weight=0.0)
+        False
+    """
+    if path and os.path.isfile(path):
+        load_into(lm, load_weights(path), path)
+        return True
+    if lm_weight and not learns:
+        raise HparamsError(f"lm_weight is {lm_weight} but lm_checkpoint={path} does not exist: train the LM "
+                           "(the speech recognition template's LM step: python train.py hparams/lm.yaml) "
+                           "or pass --lm_weight 0")
+    return False
 
 
 def _describe(report: LoadReport, limit: int = 5) -> str:

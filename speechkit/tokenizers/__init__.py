@@ -11,7 +11,9 @@ import importlib
 _LAZY = {
     "SentencePieceTokenizer": "speechkit.tokenizers.sentencepiece_tokenizer",
     "token_sequences": "speechkit.tokenizers.items",
+    "hypothesis_texts": "speechkit.tokenizers.items",
     "prepare_text_targets": "speechkit.tokenizers.text_targets",
+    "prepare_token_targets": "speechkit.tokenizers.text_targets",
 }
 
 

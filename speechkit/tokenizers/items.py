@@ -1,4 +1,5 @@
-"""The token sequences of a transcript, as a dynamic item of a dataset (what every text model reads).
+"""The token sequences of a transcript, as a dynamic item of a dataset (what every text model reads), and
+the texts of decoded hypotheses.
 
 Example:
     >>> item = token_sequences(tokenizer, bos_index=2, eos_index=3)  # doctest: +SKIP
@@ -31,3 +32,17 @@ def token_sequences(tokenizer, bos_index: int, eos_index: int, text_key: str = "
         yield torch.tensor(ids, dtype=torch.long)
 
     return DynamicItem(encode, takes=[text_key], provides=["tokens_bos", "tokens_eos", "tokens"])
+
+
+def hypothesis_texts(tokenizer, hypotheses) -> list:
+    """The texts of decoded token-id sequences, whitespace collapsed.
+
+    Ids at or past ``tokenizer.vocab_size`` (an output layer larger than the tokenizer, as a ``char``
+    recipe's upper-bound ``vocab_size`` makes it) are never training targets: they are dropped.
+
+    Example:
+        >>> hypothesis_texts(tokenizer, [[17, 5], [9]])  # doctest: +SKIP
+        ['CAB', 'A']
+    """
+    size = tokenizer.vocab_size
+    return [" ".join(tokenizer.decode([int(t) for t in hyp if t < size]).split()) for hyp in hypotheses]

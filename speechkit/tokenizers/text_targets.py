@@ -112,6 +112,21 @@ def prepare_text_targets(datasets: dict, tokenizer_or_alphabet, normalizer: Opti
     return prepared, reports
 
 
+def prepare_token_targets(datasets: dict, tokenizer, normalizer: Optional[Callable], policy: str,
+                          bos_index: int, eos_index: int, output_keys: list) -> dict:
+    """:func:`prepare_text_targets`, then the token sequences of the targets (``tokens_bos``,
+    ``tokens_eos``, ``tokens``: see :func:`speechkit.tokenizers.token_sequences`); each dataset outputs
+    ``output_keys``. Returns the datasets (the coverage reports are in the log).
+    """
+    from speechkit.tokenizers.items import token_sequences
+
+    datasets, _ = prepare_text_targets(datasets, tokenizer, normalizer, policy=policy)
+    for dataset in datasets.values():
+        dataset.add_dynamic_item(token_sequences(tokenizer, bos_index, eos_index, text_key="target_text"))
+        dataset.set_output_keys(output_keys)
+    return datasets
+
+
 def coverage_lines(reports: dict) -> list:
     """One line per split: its coverage, and what the policy will do (for a recipe's log)."""
     lines = []

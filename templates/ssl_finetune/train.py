@@ -23,15 +23,16 @@ from pathlib import Path
 import torch
 
 import speechkit
-from speechkit.data import DynamicItemDataset, provides, read_audio, takes
+from speechkit.data import DynamicItemDataset
 from speechkit.decoding import Lexicon, ctc_greedy_decode, ctc_prefix_beam_search
-from speechkit.metrics import ErrorRateStats
+from speechkit.metrics import TranscriptErrorRates
 from speechkit.nn.losses import ctc_loss
 from speechkit.pretrained.huggingface_encoders import load_encoder, write_inference_yaml
-from speechkit.pretrained.loading import load_into, load_weights
+from speechkit.pretrained.loading import load_into, load_language_model, load_weights
 from speechkit.recipe import fit_and_evaluate, sibling_module, start
 from speechkit.stage import Stage
-from speechkit.tokenizers import SentencePieceTokenizer
+from speechkit.tokenizers import SentencePieceTokenizer, prepare_token_targets
+from speechkit.tokenizers.items import hypothesis_texts
 
 prepare = sibling_module(__file__, "prepare")  # the recipe's own data preparation, next to this file
 
@@ -52,12 +53,8 @@ class CTCFineTuning(speechkit.Brain):
         (log_probs, lengths), (tokens, token_lengths) = out, batch.tokens
         loss = ctc_loss(log_probs, tokens, lengths, token_lengths, blank_index=self.hparams.blank_index)
         if stage != Stage.TRAIN:
-            hyps = self.decode(log_probs, lengths, stage)
-            # vocab_size is an upper bound: ids past the tokenizer's end are never targets; drop them.
-            size = self.tokenizer.vocab_size
-            texts = [" ".join(self.tokenizer.decode([t for t in hyp if t < size]).split()) for hyp in hyps]
-            self.wer_stats.append(batch.id, texts, batch.text)
-            self.cer_stats.append(batch.id, texts, batch.text)
+            texts = hypothesis_texts(self.tokenizer, self.decode(log_probs, lengths, stage))
+            self.error_rates.append(batch.id, texts, batch.text)
         return loss
 
     def decode(self, log_probs, lengths, stage):
@@ -70,16 +67,15 @@ class CTCFineTuning(speechkit.Brain):
             eos_index=hp.eos_index, length_bonus=hp.length_bonus, lexicon=self.lexicon)
 
     def on_stage_start(self, stage, epoch=None):
-        if stage != Stage.TRAIN:
-            self.wer_stats, self.cer_stats = ErrorRateStats(), ErrorRateStats(cer=True)
+        if stage != Stage.TRAIN:  # scored on normalised text, as the targets were trained
+            self.error_rates = TranscriptErrorRates(normalizer=self.hparams.text_normalizer)
 
     def on_stage_end(self, stage, stage_loss, epoch=None):
         if stage == Stage.TRAIN:
             return None
-        # summarize gathers every process's utterances (a collective), so the WER file holds them all.
-        rates = {"WER": self.wer_stats.summarize("error_rate"), "CER": self.cer_stats.summarize("error_rate")}
+        rates = self.error_rates.summarize()  # every process's utterances (a collective): the file holds all
         if stage == Stage.TEST and self.context.is_main:
-            self.wer_stats.write_stats(self.hparams.wer_file)
+            self.error_rates.write_stats(self.hparams.wer_file)
         return rates
 
 
@@ -102,16 +98,8 @@ def build_encoder(hparams: dict):
 
 
 def dataio_prepare(hparams: dict, manifests: dict, tokenizer) -> dict:
-    @takes("wav")
-    @provides("sig")
-    def audio_pipeline(wav):
-        return read_audio(wav)
-
-    @takes("text")
-    @provides("tokens")
-    def text_pipeline(text):
-        return torch.tensor(tokenizer.encode(text), dtype=torch.long)
-
+    """Audio through the audio policy; CTC targets from the normalised text (unspellable characters are
+    refused unless ``unknown_characters`` says otherwise)."""
     datasets = {}
     for split, path in manifests.items():
         dataset = DynamicItemDataset.from_manifest(path, replacements={"data_root": hparams["data_folder"]})
@@ -120,23 +108,23 @@ def dataio_prepare(hparams: dict, manifests: dict, tokenizer) -> dict:
                                               select_n=hparams["num_labelled"])
         elif split == "valid":  # a subset is enough to follow training; the test set is scored whole
             dataset = dataset.filtered_sorted(select_n=hparams["valid_utterances"])
-        dataset.add_dynamic_item(audio_pipeline)
-        dataset.add_dynamic_item(text_pipeline)
-        dataset.set_output_keys(["id", "sig", "text", "tokens"])
+        dataset.add_dynamic_item(hparams["audio_policy"], takes=["wav"], provides=["sig"])
         datasets[split] = dataset
-    return datasets
+    return prepare_token_targets(
+        datasets, tokenizer, hparams["text_normalizer"], hparams["unknown_characters"], hparams["bos_index"],
+        hparams["eos_index"], output_keys=["id", "sig", "text", "tokens"])
 
 
 def main(argv):
     run = start(argv, prepare=prepare.prepare_manifests)
     hparams, data_root = run.hparams, {"data_root": run.hparams["data_folder"]}
-    # A SentencePiece model over the training transcripts (characters by default), unless tokenizer_file
-    # exists already (e.g. the speech recognition template's, to share its LM).
+    # Trained on the training transcripts unless tokenizer_file exists (the ASR template's: to share its LM).
     tokenizer = SentencePieceTokenizer.load_or_train(
         hparams["tokenizer_file"], run.manifests["train"], vocab_size=hparams["vocab_size"],
         model_type=hparams["token_type"], pad_id=hparams["blank_index"], unk_id=1,
         bos_id=hparams["bos_index"], eos_id=hparams["eos_index"], replacements=data_root,
-        hard_vocab_limit=hparams["token_type"] != "char")
+        hard_vocab_limit=hparams["token_type"] != "char", normalizer=hparams["text_normalizer"],
+        unknown_characters=hparams["unknown_characters"])
     datasets = dataio_prepare(hparams, run.manifests, tokenizer)
     encoder = build_encoder(hparams)
     modules = {"normalize": hparams["normalize"], "encoder": encoder,
@@ -146,12 +134,11 @@ def main(argv):
     # The tri-stage lr_scheduler of the YAML gets the run's optimizer steps from Brain when fit starts.
     brain = CTCFineTuning(modules, hparams["opt_class"], hparams, run.run_opts, checkpointer)
     brain.tokenizer = tokenizer
-    brain.lexicon = (Lexicon.from_manifest(run.manifests["train"], tokenizer, data_root)
+    brain.lexicon = (Lexicon.from_manifest(run.manifests["train"], tokenizer, data_root,
+                                           normalizer=hparams["text_normalizer"])
                      if hparams["closed_vocabulary"] else None)
-    brain.lm = None
-    if hparams["lm_weight"]:
-        load_into(hparams["lm"], load_weights(hparams["lm_checkpoint"]), hparams["lm_checkpoint"])
-        brain.lm = hparams["lm"].to(brain.device).eval()
+    lm_loaded = load_language_model(hparams["lm"], hparams["lm_checkpoint"], hparams["lm_weight"])
+    brain.lm = hparams["lm"].to(brain.device).eval() if lm_loaded and hparams["lm_weight"] else None
     fit_and_evaluate(brain, hparams, datasets, min_key="WER")
     if brain.context.is_main:
         write_inference_yaml(hparams["inference_hparams"], Path(hparams["output_folder"]) / "inference.yaml",

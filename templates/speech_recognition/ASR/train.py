@@ -20,13 +20,13 @@ import speechkit
 from speechkit.data import DynamicItemDataset
 from speechkit.data.trim import trim_splits_once
 from speechkit.decoding import Lexicon, decode
-from speechkit.errors import HparamsError
-from speechkit.metrics import ErrorRateStats
+from speechkit.metrics import TranscriptErrorRates
 from speechkit.nn.losses import ctc_loss, label_smoothed_nll_loss
-from speechkit.pretrained.loading import load_into, load_weights
+from speechkit.pretrained.loading import load_language_model
 from speechkit.recipe import fit_and_evaluate, sibling_module, start
 from speechkit.stage import Stage
-from speechkit.tokenizers import SentencePieceTokenizer, prepare_text_targets, token_sequences
+from speechkit.tokenizers import SentencePieceTokenizer, prepare_token_targets
+from speechkit.tokenizers.items import hypothesis_texts
 
 prepare = sibling_module(__file__, "prepare")  # the recipe's own data preparation, next to this file
 
@@ -75,28 +75,24 @@ class ASR(speechkit.Brain):
                           lm_weight=hp.lm_weight, length_bonus=hp.length_bonus, lexicon=self.lexicon,
                           encoded=out["encoded"], decoder=self.modules.decoder,
                           ctc_weight=hp.decode_ctc_weight)
-            size = self.tokenizer.vocab_size  # ids past it (a larger output layer) are never targets: dropped
-            texts = [" ".join(self.tokenizer.decode([t for t in h if t < size]).split()) for h in hyps]
+            texts = hypothesis_texts(self.tokenizer, hyps)
             self.hypotheses.update(zip(batch.id, texts))  # id -> decoded text (this process's items)
-            self.wer_stats.append(batch.id, texts, batch.text)
-            self.cer_stats.append(batch.id, texts, batch.text)
+            self.error_rates.append(batch.id, texts, batch.text)
         return loss
 
     def on_stage_start(self, stage, epoch=None):
         every = max(1, int(self.hparams.valid_decoding_every))
         self.decode_now = stage == Stage.TEST or epoch is None or epoch % every == 0
         if stage != Stage.TRAIN:  # scored on normalised text, as the targets were trained
-            normalizer = self.hparams.model["text_normalizer"]
-            self.wer_stats = ErrorRateStats(normalizer=normalizer)
-            self.cer_stats, self.hypotheses = ErrorRateStats(cer=True, normalizer=normalizer), {}
+            self.error_rates = TranscriptErrorRates(self.hparams.model["text_normalizer"])
+            self.hypotheses = {}
 
     def on_stage_end(self, stage, stage_loss, epoch=None):
         if stage == Stage.TRAIN or not self.decode_now:
             return None
-        # summarize gathers every process's utterances (a collective), so the WER file holds them all.
-        rates = {"WER": self.wer_stats.summarize("error_rate"), "CER": self.cer_stats.summarize("error_rate")}
+        rates = self.error_rates.summarize()  # every process's utterances (a collective): the file holds all
         if stage == Stage.TEST and self.context.is_main:
-            self.wer_stats.write_stats(self.hparams.wer_file)
+            self.error_rates.write_stats(self.hparams.wer_file)
         return rates
 
 
@@ -115,13 +111,9 @@ def dataio_prepare(hparams: dict, manifests: dict, tokenizer) -> dict:
             dataset = dataset.filtered_sorted(key_max_value={"duration": hparams["max_train_duration"]})
         dataset.add_dynamic_item(hparams["audio_policy"], takes=["wav"], provides=["sig"])
         datasets[split] = dataset
-    datasets, _ = prepare_text_targets(datasets, tokenizer, model["text_normalizer"],
-                                       policy=model["unknown_characters"])
-    for dataset in datasets.values():
-        dataset.add_dynamic_item(token_sequences(tokenizer, model["bos_index"], model["eos_index"],
-                                                 text_key="target_text"))
-        dataset.set_output_keys(["id", "sig", "text", "tokens_bos", "tokens_eos", "tokens"])
-    return datasets
+    return prepare_token_targets(datasets, tokenizer, model["text_normalizer"], model["unknown_characters"],
+                                 model["bos_index"], model["eos_index"],
+                                 output_keys=["id", "sig", "text", "tokens_bos", "tokens_eos", "tokens"])
 
 
 def build_brain(hparams: dict, run_opts, manifests: dict) -> ASR:
@@ -134,12 +126,7 @@ def build_brain(hparams: dict, run_opts, manifests: dict) -> ASR:
         normalizer=model["text_normalizer"], unknown_characters=model["unknown_characters"])
     # No attention loss: the decoder would get no gradient (and stall DDP), so it stays frozen.
     trainable = [m for m in hparams["trainable_modules"] if m != "decoder" or hparams["ctc_weight"] < 1.0]
-    lm_file = hparams.get("lm_checkpoint")
-    if lm_file and os.path.isfile(lm_file):
-        load_into(model["lm"], load_weights(lm_file), lm_file)
-    elif hparams["lm_weight"] and "lm" not in trainable:  # fail now, not after training
-        raise HparamsError(f"lm_weight is {hparams['lm_weight']} but lm_checkpoint={lm_file} does not exist: "
-                           "train the LM (../LM: python train.py hparams/lm.yaml) or pass --lm_weight 0")
+    load_language_model(model["lm"], hparams.get("lm_checkpoint"), hparams["lm_weight"], "lm" in trainable)
     modules, counter = model["modules"], hparams["epoch_counter"]
     checkpointer = speechkit.Checkpointer(hparams["save_folder"], {**modules, "counter": counter})
     brain = ASR(modules, hparams["opt_class"], hparams, run_opts, checkpointer, trainable_modules=trainable)

@@ -17,7 +17,7 @@ from speechkit.data import DynamicItemDataset
 from speechkit.nn.losses import label_smoothed_nll_loss
 from speechkit.pretrained.loading import save_weights
 from speechkit.recipe import fit_and_evaluate, sibling_module, start
-from speechkit.tokenizers import SentencePieceTokenizer, prepare_text_targets, token_sequences
+from speechkit.tokenizers import SentencePieceTokenizer, prepare_token_targets
 
 prepare = sibling_module(__file__, "prepare")  # the recipe's own data preparation, next to this file
 
@@ -41,13 +41,8 @@ def text_datasets(hparams: dict, manifests: dict, tokenizer) -> dict:
     asr, data_root = hparams["asr_model"], {"data_root": hparams["data_folder"]}
     datasets = {split: DynamicItemDataset.from_json(manifests[split], replacements=data_root)
                 for split in ("train", "valid", "test")}
-    datasets, _ = prepare_text_targets(datasets, tokenizer, asr["text_normalizer"],
-                                       policy=asr["unknown_characters"])
-    for dataset in datasets.values():
-        dataset.add_dynamic_item(token_sequences(tokenizer, asr["bos_index"], asr["eos_index"],
-                                                 text_key="target_text"))
-        dataset.set_output_keys(["id", "tokens_bos", "tokens_eos"])
-    return datasets
+    return prepare_token_targets(datasets, tokenizer, asr["text_normalizer"], asr["unknown_characters"],
+                                 asr["bos_index"], asr["eos_index"], ["id", "tokens_bos", "tokens_eos"])
 
 
 def main(argv):

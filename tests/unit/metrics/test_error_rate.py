@@ -223,3 +223,15 @@ def test_si_snr_known_values_and_padding():
                                atol=1e-3, rtol=0)
     improvement = si_snr_improvement(target + noise, target + 3 * noise, target)
     assert torch.all(improvement > 9.0)
+
+
+def test_transcript_error_rates_score_words_and_characters_on_normalised_text(tmp_path):
+    from speechkit.data.text_policy import TextNormalizer
+    from speechkit.metrics import TranscriptErrorRates
+
+    rates = TranscriptErrorRates(normalizer=TextNormalizer(case="upper"))
+    rates.append(["u1", "u2"], ["nine, ten", "a cab"], ["NINE TEN", "A CAT"])
+    summary = rates.summarize()
+    assert summary["WER"] == pytest.approx(25.0) and summary["CER"] == pytest.approx(100 / 13)
+    rates.write_stats(tmp_path / "wer.txt")
+    assert "%WER 25.00" in (tmp_path / "wer.txt").read_text()

@@ -121,3 +121,16 @@ pretrainer: !new:speechkit.pretrained.Pretrainer
     with pytest.raises(FetchError, match=r"m\.yaml, line 4.*'enc' must be a plain string"):
         declared_files("x: 1\npretrainer: !new:speechkit.pretrained.Pretrainer\n  paths:\n"
                        "    enc: !ref <x>/enc.ckpt\n", "m.yaml")
+
+
+def test_a_language_model_loads_when_its_file_exists_and_a_missing_one_fails_only_when_used(tmp_path):
+    from speechkit.errors import HparamsError
+    from speechkit.pretrained.loading import load_language_model
+
+    lm, path = torch.nn.Linear(2, 2), tmp_path / "lm.ckpt"
+    assert not load_language_model(lm, str(path), lm_weight=0.0)
+    assert not load_language_model(lm, str(path), lm_weight=0.5, learns=True)  # this run trains it
+    with pytest.raises(HparamsError, match="lm_weight is 0.5 but lm_checkpoint=.*lm.ckpt does not exist"):
+        load_language_model(lm, str(path), lm_weight=0.5)
+    save_weights({"weight": torch.ones(2, 2), "bias": torch.zeros(2)}, path)
+    assert load_language_model(lm, str(path), lm_weight=0.5) and torch.equal(lm.weight, torch.ones(2, 2))

@@ -9,7 +9,13 @@ from speechkit.data import DynamicItemDataset
 from speechkit.data.text_policy import TextNormalizer
 from speechkit.errors import DataError
 from speechkit.tokenizers import SentencePieceTokenizer
-from speechkit.tokenizers.text_targets import TargetText, coverage_lines, prepare_text_targets
+from speechkit.tokenizers.items import hypothesis_texts
+from speechkit.tokenizers.text_targets import (
+    TargetText,
+    coverage_lines,
+    prepare_text_targets,
+    prepare_token_targets,
+)
 
 ALPHABET = set("ABCDEFGHIJKLMNOPQRSTUVWXYZ'")
 UPPER = TextNormalizer(case="upper")
@@ -80,3 +86,22 @@ def test_alphabet_from_a_trained_tokenizer(tmp_path):
 def test_target_text_is_picklable():
     target = pickle.loads(pickle.dumps(TargetText(UPPER, set("AB"))))
     assert target("a, b c!") == "A B"
+
+
+def test_token_targets_are_the_normalised_texts_tokens_and_hypotheses_read_back(tmp_path):
+    tokenizer = SentencePieceTokenizer.train(["THE CAT", "A DOG SAT"], tmp_path, vocab_size=40,
+                                             model_type="char", hard_vocab_limit=False, pad_id=0, unk_id=1,
+                                             bos_id=2, eos_id=3)
+    datasets = {"train": DynamicItemDataset({"a": {"text": "The cat!"}}),
+                "test": DynamicItemDataset({"b": {"text": "a dog"}})}
+    keys = ["id", "tokens_bos", "tokens"]
+    prepared = prepare_token_targets(datasets, tokenizer, UPPER, "refuse", 2, 3, keys)
+    item = prepared["train"][0]
+    assert sorted(item) == ["id", "tokens", "tokens_bos"]
+    assert item["tokens"].tolist() == tokenizer.encode("THE CAT") and item["tokens_bos"][0] == 2
+    # Ids past the tokenizer's end (a larger output layer) are dropped; whitespace collapses.
+    padded = item["tokens"].tolist() + [tokenizer.vocab_size, tokenizer.vocab_size + 3]
+    assert hypothesis_texts(tokenizer, [padded, prepared["test"][0]["tokens"]]) == ["THE CAT", "A DOG"]
+    with pytest.raises(DataError, match="'!'"):
+        keep_punctuation = TextNormalizer(case="upper", punctuation="keep")
+        prepare_token_targets(datasets, tokenizer, keep_punctuation, "refuse", 2, 3, ["id", "tokens"])
