@@ -115,6 +115,14 @@ class AudioPolicy:
                              f"{self.describe()} and the audio policy does not convert (convert: false); "
                              f"convert the data once with `speechkit data convert` ({DOCS})")
 
+    def stream_resampler(self, rate: int):
+        """A :class:`~speechkit.data.resample.StreamingResample` from ``rate`` Hz to the policy's rate with the
+        policy's filter: audio converted chunk by chunk as the whole recording would be (within float
+        rounding)."""
+        from speechkit.data.resample import POLICY_FILTER, StreamingResample
+
+        return StreamingResample(int(rate), self.sample_rate, **POLICY_FILTER)
+
     def needs_conversion(self, rate: int, channels: int) -> bool:
         """Whether a file of ``rate`` Hz and ``channels`` channels is resampled or mixed/picked when read."""
         return rate != self.sample_rate or channels != 1

@@ -202,3 +202,82 @@ class Resample(torch.nn.Module):
 
     def extra_repr(self) -> str:
         return f"orig_freq={self.orig_freq}, new_freq={self.new_freq}"
+
+
+class StreamingResample:
+    """Resampling of a signal that arrives in pieces: the samples :func:`resample` gives for the whole signal
+    (with the same filter arguments), emitted as soon as the input they depend on has arrived.
+
+    Output sample ``n = j * new + p`` (rates reduced by their gcd to ``orig -> new``) reads the input from
+    ``j * orig - padding`` to ``j * orig + orig + padding``: each call filters the whole frames ``j`` now
+    covered and keeps only the input the next frames read. :meth:`finish` pads the end with zeros (as the
+    whole-signal filter does) and trims the output to ``ceil(time * new_freq / orig_freq)`` samples in all.
+    The output lags the input by at most ``orig + padding`` input samples (12 ms of 44.1 kHz audio with the
+    policy's filter).
+
+    Arguments:
+        orig_freq, new_freq: the rates in Hz.
+        **filter_options: as :func:`resample` (``lowpass_filter_width``, ``rolloff``, ``window``, ``beta``);
+            :data:`POLICY_FILTER` gives the audio policy's filter.
+
+    ``accept(samples (time,)) -> (new samples,)``; ``finish() -> (last samples,)``.
+
+    Example:
+        >>> wave = torch.randn(44100)
+        >>> stream = StreamingResample(44100, 16000, **POLICY_FILTER)
+        >>> pieces = [stream.accept(piece) for piece in wave.split(1000)] + [stream.finish()]
+        >>> torch.allclose(torch.cat(pieces), resample(wave, 44100, 16000, **POLICY_FILTER), atol=1e-5)
+        True
+    """
+
+    def __init__(self, orig_freq: int, new_freq: int, **filter_options):
+        self.orig_freq, self.new_freq = _as_rate(orig_freq, "orig_freq"), _as_rate(new_freq, "new_freq")
+        divisor = math.gcd(self.orig_freq, self.new_freq)
+        self._orig, self._new = self.orig_freq // divisor, self.new_freq // divisor
+        self.kernel, self.padding = sinc_resample_kernel(self.orig_freq, self.new_freq, **filter_options)
+        self._width = self._orig + 2 * self.padding
+        # The zero-padded input from the first sample of the next frame on (the start's padding first).
+        self._buffer = torch.zeros(self.padding)
+        self.received = 0  # input samples
+        self.emitted = 0  # output samples
+        self.finished = False
+
+    def accept(self, samples: torch.Tensor) -> torch.Tensor:
+        """Take the next ``(time,)`` input samples; returns the output samples they complete (float32)."""
+        if self.finished:
+            raise DataError("this resampling stream has finished; start a new StreamingResample")
+        samples = torch.as_tensor(samples)
+        if samples.dim() != 1:
+            raise DataError(f"StreamingResample takes (time,) samples, got shape {tuple(samples.shape)}")
+        samples = samples.to(torch.float32)
+        self.received += samples.numel()
+        if self.orig_freq == self.new_freq:
+            self.emitted += samples.numel()
+            return samples
+        self._buffer = torch.cat([self._buffer, samples])
+        return self._filter()
+
+    def finish(self) -> torch.Tensor:
+        """The output samples whose filters reach past the end of the input (zeros there)."""
+        if self.finished:
+            raise DataError("this resampling stream has finished already")
+        self.finished = True
+        if self.orig_freq == self.new_freq:
+            return torch.zeros(0)
+        before = self.emitted
+        self._buffer = torch.cat([self._buffer, torch.zeros(self.padding + self._orig)])
+        out = self._filter()[:max(0, math.ceil(self._new * self.received / self._orig) - before)]
+        self.emitted = before + out.numel()
+        self._buffer = torch.zeros(0)
+        return out
+
+    def _filter(self) -> torch.Tensor:
+        frames = (self._buffer.numel() - self._width) // self._orig + 1
+        if frames <= 0:
+            return torch.zeros(0)
+        used = self._buffer[:(frames - 1) * self._orig + self._width]
+        phases = F.conv1d(used.view(1, 1, -1), self.kernel, stride=self._orig)  # (1, new, frames)
+        self._buffer = self._buffer[frames * self._orig:]
+        out = phases[0].transpose(0, 1).reshape(-1)
+        self.emitted += out.numel()
+        return out

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from speechkit.data import audio
-from speechkit.data.resample import POLICY_FILTER, Resample, resample
+from speechkit.data.resample import POLICY_FILTER, Resample, StreamingResample, resample
 from speechkit.errors import DataError
 
 
@@ -91,3 +91,57 @@ def test_agrees_with_torchaudio():
         theirs = resample(wave, orig, new, backend="torchaudio")
         assert ours.shape == theirs.shape
         assert (ours - theirs).abs().max() < 1e-3
+
+
+def _resample_in_pieces(wave, orig, new, sizes):
+    stream = StreamingResample(orig, new, **POLICY_FILTER)
+    pieces, start, turn = [], 0, 0
+    while start < wave.shape[0]:
+        size = sizes[turn % len(sizes)]
+        pieces.append(stream.accept(wave[start:start + size]))
+        start, turn = start + size, turn + 1
+    pieces.append(stream.finish())
+    assert stream.emitted == sum(p.numel() for p in pieces)
+    return torch.cat(pieces)
+
+
+@pytest.mark.parametrize("orig, new", [(44100, 16000), (48000, 16000), (16000, 8000), (8000, 16000),
+                                       (22050, 16000), (16000, 16000)])
+@pytest.mark.parametrize("sizes", [[1], [7, 13, 1, 401], [1023], [10 ** 6]])
+def test_streaming_resample_in_any_pieces_equals_the_whole_signal(orig, new, sizes):
+    wave = torch.randn(orig // 5 + 7, generator=torch.Generator().manual_seed(orig + len(sizes)))
+    if sizes == [1] and orig > 16000:
+        wave = wave[:orig // 20]  # one call per sample: a shorter signal keeps the test fast
+    whole = resample(wave, orig, new, **POLICY_FILTER)
+    streamed = _resample_in_pieces(wave, orig, new, sizes)
+    assert streamed.shape == whole.shape
+    assert (streamed - whole).abs().max() < 1e-5
+
+
+def test_streaming_resample_of_short_and_empty_signals():
+    for length in (0, 1, 5, 300):  # shorter than the filter, which then sees only padding
+        wave = torch.randn(length)
+        assert torch.allclose(_resample_in_pieces(wave, 48000, 16000, [2]) if length else
+                              StreamingResample(48000, 16000).finish(),
+                              resample(wave, 48000, 16000, **POLICY_FILTER), atol=1e-5)
+
+
+def test_streaming_resample_keeps_only_what_the_next_samples_read():
+    stream = StreamingResample(44100, 16000, **POLICY_FILTER)
+    for piece in torch.randn(44100 * 2).split(4410):
+        stream.accept(piece)
+        assert stream._buffer.numel() < 441 + 2 * stream.padding  # a frame and its filter's reach
+    assert stream.emitted > 31000  # the output lags by less than a frame and the filter's reach
+
+
+def test_streaming_resample_refuses_misuse():
+    stream = StreamingResample(48000, 16000)
+    with pytest.raises(DataError, match=r"\(time,\) samples, got shape \(2, 3\)"):
+        stream.accept(torch.zeros(2, 3))
+    stream.finish()
+    with pytest.raises(DataError, match="finished"):
+        stream.accept(torch.zeros(3))
+    with pytest.raises(DataError, match="finished already"):
+        stream.finish()
+    with pytest.raises(DataError, match="positive whole number"):
+        StreamingResample(0, 16000)
