@@ -294,12 +294,13 @@ class EncoderASR(Pretrained):
         """The text of token ids, by the model's tokenizer (ids past its vocabulary dropped)."""
         return _decode(self.hparams["tokenizer"], ids)
 
-    def stream(self):
+    def stream(self, sample_rate: Optional[int] = None):
         """A new :class:`speechkit.streaming.Stream` (``accept(chunk) -> partial text``, ``finish() -> text``)
-        of a streamable model (docs/deploy.md)."""
+        of a streamable model (docs/deploy.md), its chunks at ``sample_rate`` Hz (default: the model's;
+        another rate is resampled chunk by chunk)."""
         from speechkit.streaming import StreamingASR
 
-        return StreamingASR(self).stream()
+        return StreamingASR(self).stream(sample_rate)
 
 
 @register_interface

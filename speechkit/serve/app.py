@@ -61,9 +61,10 @@ class StreamClosed(Exception):
 
 
 def create_app(models: dict, limits: ServeLimits, token: Optional[str] = None, allowed_origins=(),
-               allowed_hosts=()):
+               allowed_hosts=(), stream_recognizer: str = "auto"):
     """The ASGI app serving ``models`` (name -> :class:`ServedModel`), wrapped in the access checks
-    (:class:`AccessControl`) and the request log (:class:`RequestLog`)."""
+    (:class:`AccessControl`) and the request log (:class:`RequestLog`); ``stream_recognizer`` is
+    ``--stream-recognizer`` (:data:`speechkit.serve.streaming.STREAM_RECOGNIZERS`)."""
     batchers = {name: Batcher(model.batch_function(), model.seconds, limits, name)
                 for name, model in models.items()}
     streams = {"open": 0}
@@ -170,7 +171,7 @@ def create_app(models: dict, limits: ServeLimits, token: Optional[str] = None, a
         async def transcribe_now(wav: torch.Tensor) -> dict:
             return (await run(model, wav)).output
 
-        make_recognizer = recognizer_factory(model.interface, transcribe_now, limits)
+        make_recognizer = recognizer_factory(model.interface, transcribe_now, limits, stream_recognizer)
         session = StreamSession(make_recognizer, model.sample_rate, limits,
                                 token=token if websocket.scope["state"].get("token_pending") else None)
         await websocket.accept()

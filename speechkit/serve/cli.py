@@ -97,6 +97,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="New stream audio (seconds) between two partial transcripts.")
     parser.add_argument("--stream-idle-s", type=float, default=60.0,
                         help="A stream silent for this long is closed.")
+    parser.add_argument("--stream-recognizer", choices=("auto", "redecoding"), default="auto",
+                        help="auto: a model that streams is run chunk by chunk (any client rate), others "
+                             "re-decode; redecoding: every stream re-decodes all its audio per partial.")
     parser.add_argument("--shutdown-timeout-s", type=int, default=30,
                         help="On SIGTERM, how long requests in flight may take to finish.")
     parser.add_argument("--offline", action="store_true", help="Serve remote models from the cache only.")
@@ -176,7 +179,7 @@ def run(args: argparse.Namespace) -> int:
     models = load_models(specs, device=args.device, backend=args.backend, allow_network=not args.offline,
                          trust_remote_code=args.trust_remote_code, allow=args.allow)
     app = create_app(models, limits, token=token, allowed_origins=args.allow_origin,
-                     allowed_hosts=args.allow_host)
+                     allowed_hosts=args.allow_host, stream_recognizer=args.stream_recognizer)
     config = uvicorn.Config(app, host=args.host, port=args.port, log_config=None, access_log=False,
                             log_level=args.log_level, lifespan="on",
                             http=bounded_http_protocol(limits.max_header_bytes,

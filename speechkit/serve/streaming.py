@@ -16,7 +16,8 @@ wrong token), the message as the close frame's reason.
 
 The recognizer is the model's chunk-by-chunk recognizer (:class:`speechkit.streaming.StreamingASR`: its
 state carried from chunk to chunk, the final text the offline one) when the model streams (a causal front
-end and a unidirectional encoder, docs/deploy.md) and the client sends audio at the model's rate.
+end and a unidirectional encoder, docs/deploy.md), whatever the client's rate: audio at another rate is
+resampled chunk by chunk with the audio policy's filter, giving the samples the whole recording would.
 Otherwise :class:`RedecodingRecognizer` transcribes all the audio received so far for each partial and the
 whole audio at the end (converted as a whole, as a file would be), through the model's batcher, so the
 final text equals the offline transcript of the same samples.
@@ -106,15 +107,23 @@ class InterfaceRecognizer:
         return {**final, "tokens": list(tokens)} if tokens is not None else final
 
 
-def recognizer_factory(interface, transcribe, limits: ServeLimits) -> Callable[[int], Any]:
-    """client rate -> a recognizer: the model's own streaming one at the model's rate when the model
-    streams, else re-decoding through ``transcribe``."""
+#: ``--stream-recognizer``: ``auto`` streams a model that can chunk by chunk, ``redecoding`` re-decodes for
+#: every model (the final then comes from the batched offline path, at the cost of a pass over everything).
+STREAM_RECOGNIZERS = ("auto", "redecoding")
+
+
+def recognizer_factory(interface, transcribe, limits: ServeLimits,
+                       choice: str = "auto") -> Callable[[int], Any]:
+    """client rate -> a recognizer: the model's own streaming one when the model streams (chunks at any
+    rate, resampled chunk by chunk) and ``choice`` is ``auto``, else re-decoding through ``transcribe``."""
+    if choice not in STREAM_RECOGNIZERS:
+        raise ValueError(f"stream recognizer must be one of {', '.join(STREAM_RECOGNIZERS)}, got {choice!r}")
     model_rate = int(interface.sample_rate)
-    streaming = streaming_recognizer(interface)
+    streaming = streaming_recognizer(interface) if choice == "auto" else None
 
     def make(rate: int):
-        if streaming is not None and rate == model_rate:
-            return InterfaceRecognizer(streaming.stream())
+        if streaming is not None:
+            return InterfaceRecognizer(streaming.stream(sample_rate=rate))
         return RedecodingRecognizer(transcribe, rate, model_rate, limits.partial_every_s)
 
     return make

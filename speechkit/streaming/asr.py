@@ -26,6 +26,7 @@ from typing import Optional
 import numpy as np
 import torch
 
+from speechkit.data.audio_policy import shared_policy
 from speechkit.errors import AudioError, SpeechkitError
 from speechkit.features import Fbank, GlobalNormalization
 from speechkit.models.encoders import CTCHead
@@ -68,27 +69,40 @@ class StreamingASR:
                                      f"no stream_step.{asr.backend} graph; export it again with speechkit "
                                      "export")
 
-    def stream(self) -> Stream:
-        """One new stream."""
-        return Stream(self.batch(1))
+    def stream(self, sample_rate: Optional[int] = None) -> Stream:
+        """One new stream, its chunks at ``sample_rate`` Hz (default: the model's rate; another rate is
+        resampled chunk by chunk with the audio policy's filter, as the whole recording would be)."""
+        return Stream(self.batch(1, sample_rate))
 
-    def batch(self, size: int) -> StreamBatch:
-        """``size`` new streams decoded together (one forward per call for all)."""
-        return StreamBatch(self, size)
+    def batch(self, size: int, sample_rate: Optional[int] = None) -> StreamBatch:
+        """``size`` new streams decoded together (one forward per call for all), chunks at ``sample_rate``."""
+        return StreamBatch(self, size, sample_rate)
 
 
 class StreamBatch:
     """Several streams advanced together: ``accept([chunk or None, ...]) -> [partial text, ...]``,
     ``finish() -> [final text, ...]`` (or ``finish([i, j])`` for some of them, the others going on).
 
-    A chunk is a (time,) waveform at the model's rate (a tensor or numpy array), or (time, channels) whose
-    channels are averaged; None or an empty chunk leaves that stream as it is.
+    A chunk is a (time,) waveform at ``sample_rate`` (default: the model's rate; a tensor or numpy array),
+    or (time, channels) whose channels are averaged; None or an empty chunk leaves that stream as it is.
+    Chunks at another rate than the model's are resampled chunk by chunk
+    (:meth:`speechkit.data.audio_policy.AudioPolicy.stream_resampler`): the model hears the samples the
+    whole recording would give through the audio policy, within float rounding.
     """
 
-    def __init__(self, owner: StreamingASR, size: int):
+    def __init__(self, owner: StreamingASR, size: int, sample_rate: Optional[int] = None):
         if size < 1:
             raise ValueError(f"a batch needs at least one stream, got {size}")
         self.owner, self.size = owner, size
+        self.sample_rate = owner.sample_rate if sample_rate is None else sample_rate
+        if isinstance(self.sample_rate, bool) or not isinstance(self.sample_rate, (int, np.integer)) \
+                or self.sample_rate <= 0:
+            raise AudioError(f"a stream's sample_rate must be a positive whole number of Hz, got "
+                             f"{sample_rate!r}")
+        self.sample_rate = int(self.sample_rate)
+        policy = shared_policy(owner.sample_rate)
+        self.resamplers = [policy.stream_resampler(self.sample_rate) if self.sample_rate != owner.sample_rate
+                           else None for _ in range(size)]
         self.features = [StreamingFbank(owner.fbank) for _ in range(size)]
         self.encoder = StreamingRecurrentEncoder(owner.encoder, size) if owner.step is None \
             else GraphStepper(owner.step, owner.encoder, size)
@@ -109,8 +123,8 @@ class StreamBatch:
         for i, chunk in enumerate(chunks):
             if chunk is not None and self.done[i]:
                 raise SpeechkitError(f"stream {i} has finished; it takes no more audio (pass None for it)")
-        feats = [self.features[i].accept(self._samples(c, i)) if c is not None else self._no_frames()
-                 for i, c in enumerate(chunks)]
+        feats = [self.features[i].accept(self._resampled(self._samples(c, i), i)) if c is not None
+                 else self._no_frames() for i, c in enumerate(chunks)]
         self._advance(feats)
         return self.partial()
 
@@ -126,7 +140,7 @@ class StreamBatch:
             if self.done[i]:
                 raise SpeechkitError(f"stream {i} has finished already")
         ending = set(indices)
-        self._advance([f.finish() if i in ending else self._no_frames() for i, f in enumerate(self.features)])
+        self._advance([self._last_frames(i) if i in ending else self._no_frames() for i in range(self.size)])
         for i in indices:
             self.done[i] = True
         decoder = self.owner.asr.hparams.get("decoder")
@@ -192,12 +206,22 @@ class StreamBatch:
             chunk = chunk.mean(dim=1)
         if chunk.dim() != 1:
             raise AudioError(f"stream {index}: a chunk must be (time,) or (time, channels) samples at "
-                             f"{self.owner.sample_rate} Hz, got shape {tuple(chunk.shape)}")
+                             f"{self.sample_rate} Hz, got shape {tuple(chunk.shape)}")
         if chunk.is_floating_point() is False:
             raise AudioError(f"stream {index}: chunk samples must be floats in [-1, 1], got {chunk.dtype}")
         if not torch.isfinite(chunk).all():
             raise AudioError(f"stream {index}: the chunk holds NaN or infinite samples")
         return chunk.to(torch.float32)
+
+    def _resampled(self, samples: torch.Tensor, index: int) -> torch.Tensor:
+        resampler = self.resamplers[index]
+        return samples if resampler is None else resampler.accept(samples)
+
+    def _last_frames(self, index: int) -> torch.Tensor:
+        """The frames of stream ``index`` that wait for its end (after its resampler's last samples)."""
+        features, resampler = self.features[index], self.resamplers[index]
+        tail = features.accept(resampler.finish()) if resampler is not None else self._no_frames()
+        return torch.cat([tail, features.finish()])
 
     def _no_frames(self) -> torch.Tensor:
         return torch.zeros(0, self.owner.fbank.filters.shape[1])
@@ -217,11 +241,13 @@ class Stream:
         self._batch = batch
 
     def accept(self, chunk, sample_rate: Optional[int] = None) -> str:
-        """Feed a (time,) or (time, channels) chunk at the model's rate; returns the transcript so far."""
-        rate = self._batch.owner.sample_rate
+        """Feed a (time,) or (time, channels) chunk at the stream's rate (``stream(sample_rate=...)``, by
+        default the model's); returns the transcript so far. ``sample_rate``, when given, must be that rate."""
+        rate = self._batch.sample_rate
         if sample_rate is not None and int(sample_rate) != rate:
-            raise AudioError(f"the chunk is at {sample_rate} Hz but the model reads {rate} Hz; resample "
-                             "the stream first (speechkit.data.audio.resample on the whole signal)")
+            raise AudioError(f"the chunk is at {sample_rate} Hz but the stream was opened for {rate} Hz; "
+                             f"open a stream at that rate (stream(sample_rate={int(sample_rate)})): it is "
+                             "resampled chunk by chunk")
         return self._batch.accept([chunk])[0]
 
     def finish(self) -> str:

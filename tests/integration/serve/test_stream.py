@@ -19,10 +19,10 @@ from tests.integration.pretrained import tiny_asr
 pytestmark = pytest.mark.slow  # a server process each (seconds to start)
 
 
-def offline(server, waveform, rate: int) -> str:
+def offline(server, waveform, rate: int, model: str = "asr") -> str:
     buffer = io.BytesIO()
     soundfile.write(buffer, np.asarray(waveform, dtype=np.float32), rate, format="WAV", subtype="FLOAT")
-    status, answer = request_json(f"{server.url}/v1/models/asr/transcribe", buffer.getvalue())
+    status, answer = request_json(f"{server.url}/v1/models/{model}/transcribe", buffer.getvalue())
     assert status == 200, answer
     return answer["text"]
 
@@ -128,9 +128,49 @@ def test_a_streaming_model_is_served_chunk_by_chunk_and_ends_on_the_offline_tran
     status, answer = request_json(f"{server.url}/v1/models/live/transcribe", buffer.getvalue())
     assert status == 200 and messages[-1]["type"] == "final" and messages[-1]["text"] == answer["text"]
     assert messages[-1]["tokens"] == answer["tokens"]  # the final carries its token ids, as /transcribe
-    # At another rate the model would hear chunk-wise resampled audio: it is decoded again instead.
-    resampled = stream(server, waveform[:8000], rate=8000, chunk=800, model="live")
-    assert resampled[0]["recognizer"] == "redecoding"
+
+
+@pytest.mark.parametrize("rate, chunk", [(48000, 4800), (44100, 1103)])
+def test_a_microphone_rate_stream_is_resampled_chunk_by_chunk(server, rate, chunk):
+    """A 48 kHz (or 44.1 kHz) stream of a streaming model runs chunk by chunk, a partial answering each
+    chunk before the next is sent, and ends on the final of a 16 kHz stream of the same audio resampled
+    offline (the audio policy's filter on the whole recording), which is also /transcribe's of the file."""
+    from speechkit.data.audio_policy import shared_policy
+    from tests.helpers.export_models import speech_like
+
+    recording = audio.resample(speech_like([32000], seed=3)[0][0], 16000, rate)
+    samples = recording.numpy().astype("<f4")
+    partials = []
+    with connect(f"{server.ws_url}/v1/models/live/stream", open_timeout=30) as socket:
+        socket.send(json.dumps({"type": "start", "sample_rate": rate}))
+        assert json.loads(socket.recv(timeout=30))["recognizer"] == "incremental"
+        for start in range(0, len(samples), chunk):
+            socket.send(samples[start:start + chunk].tobytes())
+            partials.append(json.loads(socket.recv(timeout=30)))  # each chunk answered before the next
+        socket.send(json.dumps({"type": "end"}))
+        final = json.loads(socket.recv(timeout=30))
+    assert all(p["type"] == "partial" for p in partials)
+    assert [p["seconds"] for p in partials] == pytest.approx(
+        [min(len(samples), (k + 1) * chunk) / rate for k in range(len(partials))])
+    texts = [p["text"] for p in partials] + [final["text"]]
+    assert texts[-1] and all(after.startswith(before) for before, after in zip(texts, texts[1:]))
+    at_16k = shared_policy(16000).apply(recording, rate).numpy()
+    reference = stream(server, at_16k, rate=16000, chunk=1600, model="live")[-1]
+    assert final["type"] == "final" and final["text"] == reference["text"]
+    assert final["tokens"] == reference["tokens"]
+    assert final["text"] == offline(server, recording, rate, model="live")
+
+
+def test_the_redecoding_recognizer_can_be_chosen_and_ends_on_the_same_final(server, folders):
+    from tests.helpers.export_models import speech_like
+    from tests.helpers.serve import ServerProcess
+
+    recording = audio.resample(speech_like([16000], seed=6)[0][0], 16000, 48000).numpy()
+    incremental = stream(server, recording, rate=48000, chunk=4800, model="live")
+    with ServerProcess([f"live={folders['live']}", "--stream-recognizer", "redecoding"]) as redecoding_server:
+        redecoded = stream(redecoding_server, recording, rate=48000, chunk=4800, model="live")
+    assert incremental[0]["recognizer"] == "incremental" and redecoded[0]["recognizer"] == "redecoding"
+    assert redecoded[-1]["text"] == incremental[-1]["text"] and redecoded[-1]["tokens"] == incremental[-1]["tokens"]
 
 
 def test_the_onnx_backend_serves_the_same_transcripts_and_streams(server, folders, tmp_path):

@@ -7,6 +7,7 @@ import random
 import pytest
 import torch
 
+from speechkit.data.resample import resample
 from speechkit.errors import AudioError, SpeechkitError
 from speechkit.pretrained import Pretrained
 from speechkit.streaming import StreamingASR
@@ -100,10 +101,36 @@ def test_stereo_chunks_are_averaged_and_other_rates_refused(asr, offline):
     for piece in mono.split(4000):
         stream.accept(torch.stack([piece + 0.1, piece - 0.1], dim=1))  # (time, channels) -> the mean
     assert stream.finish() == texts[0]
-    with pytest.raises(AudioError, match="at 8000 Hz but the model reads 16000 Hz"):
+    with pytest.raises(AudioError, match=r"at 8000 Hz but the stream was opened for 16000 Hz; open a "
+                                         r"stream at that rate \(stream\(sample_rate=8000\)\)"):
         asr.stream().accept(mono[:800], sample_rate=8000)
+    with pytest.raises(AudioError, match="sample_rate must be a positive whole number of Hz, got 0"):
+        asr.stream(sample_rate=0)
     with pytest.raises(AudioError, match="NaN"):
         asr.stream().accept(torch.tensor([0.0, float("nan")]))
+
+
+@pytest.mark.parametrize("rate, chunk", [(48000, 4800), (44100, 1), (44100, "random"), (8000, 333)])
+def test_a_stream_at_another_rate_hears_what_the_whole_recording_gives(asr, rate, chunk):
+    """Chunks at the client's rate are resampled chunk by chunk: the scores equal those of the whole
+    recording converted by the audio policy (as a file at that rate is read), the final text the offline
+    one."""
+    from speechkit.data.audio_policy import shared_policy
+
+    wave = speech_like([12_000], seed=4)[0][0]
+    recording = resample(wave, 16000, rate)
+    if chunk == 1:
+        recording = recording[:rate // 10]  # one call per sample: 100 ms keep it fast
+    heard = shared_policy(16000).apply(recording, rate)
+    log_probs, frames = asr.encode_batch(heard.unsqueeze(0), torch.tensor([heard.numel()]))
+    stream = asr.stream(sample_rate=rate)
+    for piece in _pieces(recording, chunk):
+        stream.accept(piece, sample_rate=rate)
+    final = stream.finish()
+    assert stream.log_probs.shape[0] == int(frames[0])
+    assert (stream.log_probs - log_probs[0, :int(frames[0])]).abs().max() < 1e-4
+    assert final == asr.transcribe_batch(heard.unsqueeze(0), torch.tensor([heard.numel()]))[0][0]
+    assert final or chunk == 1
 
 
 def test_a_finished_stream_refuses_more_audio(asr):
