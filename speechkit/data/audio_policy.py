@@ -116,8 +116,8 @@ class AudioPolicy:
                              f"convert the data once with `speechkit data convert` ({DOCS})")
 
     def stream_resampler(self, rate: int):
-        """A :class:`~speechkit.data.resample.StreamingResample` from ``rate`` Hz to the policy's rate with the
-        policy's filter: audio converted chunk by chunk as the whole recording would be (within float
+        """A :class:`~speechkit.data.resample.StreamingResample` from ``rate`` Hz to the policy's rate, with
+        the policy's filter: audio converted chunk by chunk as the whole recording would be (within float
         rounding)."""
         from speechkit.data.resample import POLICY_FILTER, StreamingResample
 

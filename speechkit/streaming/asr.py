@@ -242,7 +242,8 @@ class Stream:
 
     def accept(self, chunk, sample_rate: Optional[int] = None) -> str:
         """Feed a (time,) or (time, channels) chunk at the stream's rate (``stream(sample_rate=...)``, by
-        default the model's); returns the transcript so far. ``sample_rate``, when given, must be that rate."""
+        default the model's); returns the transcript so far. ``sample_rate``, when given, must be that
+        rate."""
         rate = self._batch.sample_rate
         if sample_rate is not None and int(sample_rate) != rate:
             raise AudioError(f"the chunk is at {sample_rate} Hz but the stream was opened for {rate} Hz; "

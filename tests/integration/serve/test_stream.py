@@ -170,7 +170,8 @@ def test_the_redecoding_recognizer_can_be_chosen_and_ends_on_the_same_final(serv
     with ServerProcess([f"live={folders['live']}", "--stream-recognizer", "redecoding"]) as redecoding_server:
         redecoded = stream(redecoding_server, recording, rate=48000, chunk=4800, model="live")
     assert incremental[0]["recognizer"] == "incremental" and redecoded[0]["recognizer"] == "redecoding"
-    assert redecoded[-1]["text"] == incremental[-1]["text"] and redecoded[-1]["tokens"] == incremental[-1]["tokens"]
+    assert redecoded[-1]["text"] == incremental[-1]["text"]
+    assert redecoded[-1]["tokens"] == incremental[-1]["tokens"]
 
 
 def test_the_onnx_backend_serves_the_same_transcripts_and_streams(server, folders, tmp_path):
