@@ -10,6 +10,7 @@ Example:
 from speechkit.decoding.beam_search import AttentionBeamSearch
 from speechkit.decoding.ctc import (
     CTCPrefixBeamSearch,
+    CTCPrefixBeamStream,
     PrefixLanguageModelScores,
     ctc_greedy_decode,
     ctc_prefix_beam_search,
@@ -21,6 +22,7 @@ from speechkit.decoding.search import SEARCHES, decode
 __all__ = [
     "AttentionBeamSearch",
     "CTCPrefixBeamSearch",
+    "CTCPrefixBeamStream",
     "CTCPrefixScorer",
     "CTCPrefixState",
     "Lexicon",

@@ -129,96 +129,127 @@ class PrefixLanguageModelScores:
                 self._store(members, *self.lm.score_next(last_tokens, state))
 
 
-def _prefix_beam_search_one(
-    frames: np.ndarray,
-    beam_size: int,
-    blank_index: int,
-    token_beam: int,
-    blank_skip: Optional[float],
-    lm_scores: Optional[PrefixLanguageModelScores] = None,
-    lm_weight: float = 0.0,
-    eos_index: Optional[int] = None,
-    length_bonus: float = 0.0,
-    lexicon: Optional[Lexicon] = None,
-) -> list[tuple[tuple[int, ...], float]]:
-    """Prefix beam search over one utterance's ``(frames, vocab)`` log-probs: (prefix, score), best first.
+class _PrefixBeams:
+    """Prefix beam search over one utterance's ``(frames, vocab)`` log-probs, taken a block of frames at a
+    time: the beams, their fused LM scores and (with a lexicon) their unfinished words stay between blocks,
+    so any split of the frames gives the search of the whole utterance, exactly.
 
     The score is the CTC log-probability of the prefix (all alignments), plus ``lm_weight`` times its LM
     log-probability (ending with ``eos_index`` at the end) and ``length_bonus`` per token. With a
     ``lexicon``, extensions that leave it are never made, and finished hypotheses come before unfinished ones.
     """
-    neg_inf = -math.inf
-    # prefix -> (log P(prefix, path ends in blank), log P(prefix, path ends in a label))
-    beam: dict[tuple[int, ...], tuple[float, float]] = {(): (0.0, neg_inf)}
-    # prefix -> weighted LM log-probability of its tokens plus the length bonus (0 without an LM)
-    fused: dict[tuple[int, ...], float] = {(): 0.0}
-    # prefix -> its unfinished last word (None: outside the lexicon); only used with a lexicon
-    partial_word: dict[tuple[int, ...], Optional[tuple[int, ...]]] = {(): ()}
 
-    def in_lexicon(prefix: tuple[int, ...], token: int) -> bool:
+    def __init__(self, beam_size: int, blank_index: int, token_beam: int, blank_skip: Optional[float],
+                 lm_scores: Optional[PrefixLanguageModelScores] = None, lm_weight: float = 0.0,
+                 eos_index: Optional[int] = None, length_bonus: float = 0.0,
+                 lexicon: Optional[Lexicon] = None):
+        self.beam_size, self.blank_index, self.token_beam = beam_size, blank_index, token_beam
+        self.blank_skip, self.lm_scores, self.lm_weight = blank_skip, lm_scores, lm_weight
+        self.eos_index, self.length_bonus, self.lexicon = eos_index, length_bonus, lexicon
+        # prefix -> (log P(prefix, path ends in blank), log P(prefix, path ends in a label))
+        self.beam: dict[tuple[int, ...], tuple[float, float]] = {(): (0.0, -math.inf)}
+        # prefix -> weighted LM log-probability of its tokens plus the length bonus (0 without an LM)
+        self.fused: dict[tuple[int, ...], float] = {(): 0.0}
+        # prefix -> its unfinished last word (None: outside the lexicon); only used with a lexicon
+        self.partial_word: dict[tuple[int, ...], Optional[tuple[int, ...]]] = {(): ()}
+        self.frames = 0
+
+    def _in_lexicon(self, prefix: tuple[int, ...], token: int) -> bool:
         extended = prefix + (token,)
-        if extended not in partial_word:
-            partial_word[extended] = lexicon.extend(partial_word[prefix], token)
-        return partial_word[extended] is not None
+        if extended not in self.partial_word:
+            self.partial_word[extended] = self.lexicon.extend(self.partial_word[prefix], token)
+        return self.partial_word[extended] is not None
 
-    def extension_score(prefix: tuple[int, ...], token: int) -> float:
-        lm_part = lm_weight * float(lm_scores[prefix][token]) if lm_scores is not None else 0.0
-        return fused[prefix] + lm_part + length_bonus
+    def _extension_score(self, prefix: tuple[int, ...], token: int) -> float:
+        lm_part = self.lm_weight * float(self.lm_scores[prefix][token]) if self.lm_scores is not None else 0.0
+        return self.fused[prefix] + lm_part + self.length_bonus
 
-    for frame in frames:
-        blank_logp = float(frame[blank_index])
-        if blank_skip is not None and blank_logp > blank_skip:
-            # A near-certain blank only merges the two path endings of each prefix.
-            beam = {p: (_logaddexp(b, nb) + blank_logp, neg_inf) for p, (b, nb) in beam.items()}
-            continue
-        if lm_scores is not None:
-            lm_scores.ensure(beam)
-        candidates = np.argpartition(-frame, min(token_beam, frame.shape[0] - 1))[:token_beam]
-        next_beam: dict[tuple[int, ...], list[float]] = {}
+    def advance(self, frames: np.ndarray) -> None:
+        """Extend the beams over ``frames`` ``(n, vocab)``, the utterance's next log-probs."""
+        neg_inf, blank_index, lm_scores, fused = -math.inf, self.blank_index, self.lm_scores, self.fused
+        beam = self.beam
+        for frame in frames:
+            blank_logp = float(frame[blank_index])
+            if self.blank_skip is not None and blank_logp > self.blank_skip:
+                # A near-certain blank only merges the two path endings of each prefix.
+                beam = {p: (_logaddexp(b, nb) + blank_logp, neg_inf) for p, (b, nb) in beam.items()}
+                continue
+            if lm_scores is not None:
+                lm_scores.ensure(beam)
+            candidates = np.argpartition(-frame, min(self.token_beam, frame.shape[0] - 1))[:self.token_beam]
+            next_beam: dict[tuple[int, ...], list[float]] = {}
 
-        def add(prefix, blank_part, label_part, _next=next_beam):
-            entry = _next.setdefault(prefix, [neg_inf, neg_inf])
-            entry[0] = _logaddexp(entry[0], blank_part)
-            entry[1] = _logaddexp(entry[1], label_part)
+            def add(prefix, blank_part, label_part, _next=next_beam):
+                entry = _next.setdefault(prefix, [neg_inf, neg_inf])
+                entry[0] = _logaddexp(entry[0], blank_part)
+                entry[1] = _logaddexp(entry[1], label_part)
 
-        for prefix, (p_blank, p_label) in beam.items():
-            total = _logaddexp(p_blank, p_label)
-            add(prefix, total + blank_logp, neg_inf)
-            last = prefix[-1] if prefix else None
-            for token in candidates:
-                token = int(token)
-                if token == blank_index:
-                    continue
-                token_logp = float(frame[token])
-                if token == last:
-                    # Repeating the label without a blank in between stays on the same prefix...
-                    add(prefix, neg_inf, p_label + token_logp)
-                if lexicon is not None and not in_lexicon(prefix, token):
-                    continue
-                extended = prefix + (token,)
-                if extended not in fused:
-                    fused[extended] = extension_score(prefix, token)
-                # ...while a repeat after a blank, or any other label, starts a new occurrence.
-                add(extended, neg_inf, (p_blank if token == last else total) + token_logp)
+            for prefix, (p_blank, p_label) in beam.items():
+                total = _logaddexp(p_blank, p_label)
+                add(prefix, total + blank_logp, neg_inf)
+                last = prefix[-1] if prefix else None
+                for token in candidates:
+                    token = int(token)
+                    if token == blank_index:
+                        continue
+                    token_logp = float(frame[token])
+                    if token == last:
+                        # Repeating the label without a blank in between stays on the same prefix...
+                        add(prefix, neg_inf, p_label + token_logp)
+                    if self.lexicon is not None and not self._in_lexicon(prefix, token):
+                        continue
+                    extended = prefix + (token,)
+                    if extended not in fused:
+                        fused[extended] = self._extension_score(prefix, token)
+                    # ...while a repeat after a blank, or any other label, starts a new occurrence.
+                    add(extended, neg_inf, (p_blank if token == last else total) + token_logp)
 
-        def rank(item):
-            prefix, (b, nb) = item
-            return (-(_logaddexp(b, nb) + fused[prefix]), prefix)
+            def rank(item):
+                prefix, (b, nb) = item
+                return (-(_logaddexp(b, nb) + fused[prefix]), prefix)
 
-        scored = sorted(next_beam.items(), key=rank)[:beam_size]
-        # Impossible prefixes (e.g. a repeat with no frame left for the blank between) leave the beam.
-        beam = {prefix: (b, nb) for prefix, (b, nb) in scored if max(b, nb) > neg_inf}
-        beam = beam or {(): (neg_inf, neg_inf)}
-    if lm_scores is not None and eos_index is not None:
-        lm_scores.ensure(beam)
-        ends = {p: lm_weight * float(lm_scores[p][eos_index]) for p in beam}
-    else:
-        ends = dict.fromkeys(beam, 0.0)
-    results = [(p, _logaddexp(b, nb) + fused[p] + ends[p]) for p, (b, nb) in beam.items()]
-    if lexicon is not None:
-        finished = [r for r in results if lexicon.is_complete(partial_word[r[0]])]
-        results = finished or results
-    return sorted(results, key=lambda item: (-item[1], item[0]))
+            scored = sorted(next_beam.items(), key=rank)[:self.beam_size]
+            # Impossible prefixes (e.g. a repeat with no frame left for the blank between) leave the beam.
+            beam = {prefix: (b, nb) for prefix, (b, nb) in scored if max(b, nb) > neg_inf}
+            beam = beam or {(): (neg_inf, neg_inf)}
+        self.beam = beam
+        self.frames += len(frames)
+
+    def nbest(self) -> list[tuple[tuple[int, ...], float]]:
+        """(prefix, score) of the beams as if the utterance ended now (the LM's end token scored), best
+        first; the beams are left as they are."""
+        beam, fused = self.beam, self.fused
+        if self.lm_scores is not None and self.eos_index is not None:
+            self.lm_scores.ensure(beam)
+            ends = {p: self.lm_weight * float(self.lm_scores[p][self.eos_index]) for p in beam}
+        else:
+            ends = dict.fromkeys(beam, 0.0)
+        results = [(p, _logaddexp(b, nb) + fused[p] + ends[p]) for p, (b, nb) in beam.items()]
+        if self.lexicon is not None:
+            finished = [r for r in results if self.lexicon.is_complete(self.partial_word[r[0]])]
+            results = finished or results
+        return sorted(results, key=lambda item: (-item[1], item[0]))
+
+
+def _check_lm(lm, lm_weight: float, bos_index: Optional[int]) -> None:
+    if lm is not None and bos_index is None:
+        raise HparamsError("CTC beam search with an LM needs bos_index (the LM's start token)")
+    if lm is None and lm_weight:
+        raise HparamsError(f"lm_weight is {lm_weight} but no lm was given")
+
+
+def _prefix_beams(beam_size: int = 10, blank_index: int = 0, token_beam: Optional[int] = None,
+                  blank_skip_threshold: Optional[float] = None, lm=None, lm_weight: float = 0.0,
+                  bos_index: Optional[int] = None, eos_index: Optional[int] = None, length_bonus: float = 0.0,
+                  lexicon: Optional[Lexicon] = None) -> _PrefixBeams:
+    """The search state of one utterance for :func:`ctc_prefix_beam_search`'s arguments (checked here)."""
+    _check_lm(lm, lm_weight, bos_index)
+    token_beam = token_beam or beam_size
+    threshold = None if blank_skip_threshold is None else math.log(blank_skip_threshold)
+    # One LM cache per utterance: its LM calls never depend on the other items of a batch.
+    lm_scores = PrefixLanguageModelScores(lm, bos_index) if lm is not None else None
+    return _PrefixBeams(beam_size, blank_index, token_beam + 1, threshold, lm_scores, lm_weight, eos_index,
+                        length_bonus, lexicon)
 
 
 def ctc_prefix_beam_search(
@@ -268,29 +299,16 @@ def ctc_prefix_beam_search(
     """
     batch, frames, _ = log_probs.shape
     check_lengths(lengths, frames, batch, "CTC decoding lengths")
-    if lm is not None and bos_index is None:
-        raise HparamsError("CTC beam search with an LM needs bos_index (the LM's start token)")
-    if lm is None and lm_weight:
-        raise HparamsError(f"lm_weight is {lm_weight} but no lm was given")
-    token_beam = token_beam or beam_size
-    threshold = None if blank_skip_threshold is None else math.log(blank_skip_threshold)
+    options = dict(beam_size=beam_size, blank_index=blank_index, token_beam=token_beam,
+                   blank_skip_threshold=blank_skip_threshold, lm=lm, lm_weight=lm_weight, bos_index=bos_index,
+                   eos_index=eos_index, length_bonus=length_bonus, lexicon=lexicon)
+    _check_lm(lm, lm_weight, bos_index)
     array = log_probs.detach().float().cpu().numpy()
     outputs = []
     for i, length in enumerate(lengths.tolist()):
-        # One cache per utterance: its LM calls never depend on the other items of the batch.
-        lm_scores = PrefixLanguageModelScores(lm, bos_index) if lm is not None else None
-        nbest = _prefix_beam_search_one(
-            array[i, :length],
-            beam_size,
-            blank_index,
-            token_beam + 1,
-            threshold,
-            lm_scores,
-            lm_weight,
-            eos_index,
-            length_bonus,
-            lexicon,
-        )
+        search = _prefix_beams(**options)
+        search.advance(array[i, :length])
+        nbest = search.nbest()
         outputs.append([(list(p), s) for p, s in nbest] if return_nbest else list(nbest[0][0]))
     return outputs
 
@@ -317,3 +335,60 @@ class CTCPrefixBeamSearch:
 
     def __call__(self, log_probs: torch.Tensor, lengths: torch.Tensor):
         return ctc_prefix_beam_search(log_probs, lengths, self.beam_size, self.blank_index, **self.options)
+
+    def stream(self) -> CTCPrefixBeamStream:
+        """The same search over one utterance whose scores arrive chunk by chunk
+        (:class:`CTCPrefixBeamStream`)."""
+        options = {k: v for k, v in self.options.items() if k != "return_nbest"}
+        return CTCPrefixBeamStream(beam_size=self.beam_size, blank_index=self.blank_index, **options)
+
+
+class CTCPrefixBeamStream:
+    """:func:`ctc_prefix_beam_search` of one utterance whose CTC scores arrive a chunk at a time.
+
+    The prefix beams, their LM scores and the LM states carry over from chunk to chunk, so each chunk's
+    frames are searched once, when they arrive, and :meth:`finish` only scores the end (the LM's end token):
+    for any split of the frames the hypotheses and scores are exactly those of the search over the whole
+    utterance. Arguments: those of :func:`ctc_prefix_beam_search` (``return_nbest`` aside).
+
+    Example:
+        >>> log_probs = torch.randn(1, 12, 5).log_softmax(-1)
+        >>> search = CTCPrefixBeamSearch(beam_size=4)
+        >>> stream = search.stream()
+        >>> for chunk in log_probs[0].split(5):          # (frames, vocab) pieces
+        ...     stream.accept(chunk)
+        >>> stream.finish() == search(log_probs, torch.tensor([12]))[0]
+        True
+    """
+
+    def __init__(self, **options):
+        self._beams = _prefix_beams(**options)
+        self.finished = False
+
+    @property
+    def frames(self) -> int:
+        """Frames searched so far."""
+        return self._beams.frames
+
+    def accept(self, log_probs) -> None:
+        """Search the next ``(frames, vocab)`` log-probabilities (a tensor or an array)."""
+        if self.finished:
+            raise HparamsError("this beam search stream has finished; start another with stream()")
+        if isinstance(log_probs, torch.Tensor):
+            log_probs = log_probs.detach().float().cpu().numpy()
+        log_probs = np.asarray(log_probs, dtype=np.float32)
+        if log_probs.ndim != 2:
+            raise HparamsError(f"a beam search stream takes (frames, vocab) log-probs, got shape "
+                               f"{log_probs.shape}")
+        self._beams.advance(log_probs)
+
+    def nbest(self) -> list[tuple[list[int], float]]:
+        """``(tokens, score)`` best first, as if the utterance ended now (the search goes on)."""
+        return [(list(prefix), score) for prefix, score in self._beams.nbest()]
+
+    def finish(self) -> list[int]:
+        """End the utterance: the best hypothesis's token ids."""
+        if self.finished:
+            raise HparamsError("this beam search stream has finished already")
+        self.finished = True
+        return self.nbest()[0][0]

@@ -6,8 +6,11 @@ of the recording), a unidirectional :class:`~speechkit.models.RecurrentEncoder` 
 streaming preset of templates/speech_recognition trains one). Each stream carries its own state: samples
 the next feature frames read, feature frames of an incomplete encoder step, recurrent states, and the
 token prefix. Its outputs equal the offline model's on the whole recording (within float rounding, 1e-5),
-for any chunking, and the final transcript is the offline one: the model folder's ``decoder`` (a beam
-search) reruns on the stream's scores at :meth:`Stream.finish`; partial transcripts are greedy.
+for any chunking, and the final transcript is the offline one: the model folder's ``decoder``, a CTC prefix
+beam search (:class:`~speechkit.decoding.CTCPrefixBeamSearch`, with or without an LM), runs along the
+stream, each chunk's frames searched as they arrive (its beams and LM states kept between chunks), so
+:meth:`Stream.finish` only searches the last frames; another decoder reruns on all the stream's scores at
+the end. Partial transcripts are greedy.
 
 Example:
     >>> asr = EncoderASR.from_hparams("results/streaming-model")       # doctest: +SKIP
@@ -27,6 +30,7 @@ import numpy as np
 import torch
 
 from speechkit.data.audio_policy import shared_policy
+from speechkit.decoding import CTCPrefixBeamSearch
 from speechkit.errors import AudioError, SpeechkitError
 from speechkit.features import Fbank, GlobalNormalization
 from speechkit.models.encoders import CTCHead
@@ -104,6 +108,11 @@ class StreamBatch:
         self.resamplers = [policy.stream_resampler(self.sample_rate) if self.sample_rate != owner.sample_rate
                            else None for _ in range(size)]
         self.features = [StreamingFbank(owner.fbank) for _ in range(size)]
+        # A CTC prefix beam search (with or without an LM) runs along: each chunk's frames are searched when
+        # they arrive, so the final decoding only has the last frames left.
+        decoder = owner.asr.hparams.get("decoder")
+        self.searches = [decoder.stream() for _ in range(size)] if isinstance(decoder, CTCPrefixBeamSearch) \
+            else None
         self.encoder = StreamingRecurrentEncoder(owner.encoder, size) if owner.step is None \
             else GraphStepper(owner.step, owner.encoder, size)
         self.log_probs = [[] for _ in range(size)]  # per stream: (frames, vocabulary) pieces
@@ -143,6 +152,10 @@ class StreamBatch:
         self._advance([self._last_frames(i) if i in ending else self._no_frames() for i in range(self.size)])
         for i in indices:
             self.done[i] = True
+        if self.searches is not None:
+            finals = [self.searches[i].finish() if self.searches[i].frames else [] for i in indices]
+            self.final_tokens.update({i: [int(t) for t in seq] for i, seq in zip(indices, finals)})
+            return [self._text(self.final_tokens[i]) for i in indices]
         decoder = self.owner.asr.hparams.get("decoder")
         if decoder is None or not indices:
             self.final_tokens.update({i: [int(t) for t in self.tokens[i]] for i in indices})
@@ -195,6 +208,8 @@ class StreamBatch:
                 continue
             self.encoded[i].append(y)
             self.log_probs[i].append(scores)
+            if self.searches is not None:
+                self.searches[i].accept(scores)
             for token in scores.argmax(dim=-1).tolist():
                 if token != owner.blank and token != self.last[i]:
                     self.tokens[i].append(token)

@@ -51,8 +51,28 @@ pretrainer: !new:speechkit.pretrained.Pretrainer
 """
 
 
-def write_recognizer(folder, streaming: bool = True, seed: int = 0) -> Path:
-    """Write the model folder and return it."""
+LM_HYPERPARAMS = """\
+lm: !new:speechkit.models.LSTMLanguageModel
+  vocab_size: {vocab}
+  embedding_dim: 8
+  hidden_size: 16
+  num_layers: 2
+decoder: !new:speechkit.decoding.CTCPrefixBeamSearch
+  beam_size: 6
+  blank_index: 0
+  blank_skip_threshold: 0.999
+  lm: !ref <lm>
+  lm_weight: 0.6
+  length_bonus: 1.0
+  bos_index: 0
+  eos_index: 0
+"""
+
+
+def write_recognizer(folder, streaming: bool = True, seed: int = 0, lm: bool = False) -> Path:
+    """Write the model folder and return it; ``lm=True`` adds a random LSTM LM and the template's kind of
+    final decoding, a CTC prefix beam search fused with it (the blank id doubles as the LM's sentence
+    boundary)."""
     from speechkit.features import Fbank, GlobalNormalization
     from speechkit.models import CTCHead, RecurrentEncoder
     from speechkit.pretrained.loading import save_weights
@@ -79,8 +99,18 @@ def write_recognizer(folder, streaming: bool = True, seed: int = 0) -> Path:
         loadables, paths = "    normalize: !ref <normalize>\n", "    normalize: normalize.safetensors\n"
     else:
         normalize, loadables, paths = "!new:speechkit.features.UtteranceNormalization", "", ""
+    if lm:
+        from speechkit.models import LSTMLanguageModel
+
+        language_model = LSTMLanguageModel(vocab_size=vocab, embedding_dim=8, hidden_size=16, num_layers=2)
+        save_weights(language_model.state_dict(), folder / "lm.safetensors")
+        loadables, paths = loadables + "    lm: !ref <lm>\n", paths + "    lm: lm.safetensors\n"
     text = HYPERPARAMS.format(n_mels=n_mels, normalize=normalize, bidirectional=not streaming, vocab=vocab,
                               loadables=loadables, paths=paths, **sizes)
+    if lm:
+        text = LM_HYPERPARAMS.format(vocab=vocab) + text.replace(
+            "  ctc_head: !ref <ctc_head>\nencoder_pipeline",
+            "  ctc_head: !ref <ctc_head>\n  lm: !ref <lm>\nencoder_pipeline")
     (folder / "hyperparams.yaml").write_text(text)
     return folder
 

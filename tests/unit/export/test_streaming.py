@@ -133,6 +133,36 @@ def test_a_stream_at_another_rate_hears_what_the_whole_recording_gives(asr, rate
     assert final or chunk == 1
 
 
+@pytest.fixture(scope="module")
+def asr_with_lm(tmp_path_factory):
+    return Pretrained.from_hparams(str(write_recognizer(tmp_path_factory.mktemp("streaming-lm"), lm=True)))
+
+
+@pytest.mark.parametrize("chunk", [160 * 16, 777, "random"])
+def test_the_beam_search_with_the_lm_runs_along_the_stream(asr_with_lm, chunk):
+    """The folder's CTC beam search with its LM searches each chunk's frames as they arrive: before the
+    end every frame so far has been searched, and the final hypotheses and scores are exactly those of the
+    search over the stream's whole scores, the final transcript the offline one."""
+    from speechkit.decoding import ctc_prefix_beam_search
+
+    wavs, lengths = speech_like([24_000, 9_001], seed=2)
+    offline_texts, offline_tokens = asr_with_lm.transcribe_batch(wavs, lengths)
+    search = asr_with_lm.hparams["decoder"]
+    for i, n in enumerate(lengths.tolist()):
+        stream = asr_with_lm.stream()
+        for piece in _pieces(wavs[i, :n], chunk):
+            stream.accept(piece)
+        beams = stream._batch.searches[0]
+        assert beams.frames == stream.log_probs.shape[0] > 0  # nothing left for the end but its frames
+        final = stream.finish()
+        scores = stream.log_probs
+        whole = ctc_prefix_beam_search(scores[None], torch.tensor([scores.shape[0]]), search.beam_size,
+                                       return_nbest=True, **search.options)[0]
+        assert beams.nbest() == whole
+        assert stream.final_tokens == whole[0][0] == offline_tokens[i]
+        assert final == offline_texts[i]
+
+
 def test_a_finished_stream_refuses_more_audio(asr):
     stream = asr.stream()
     stream.accept(torch.zeros(3000))
