@@ -22,3 +22,16 @@ def test_serve_benchmark_runs(capsys):
     assert "x the requests/s of one-at-a-time serving" in printed
     for serving in ("batched", "one-at-a-time"):
         assert all(r["errors"] == 0 and r["answered"] == r["planned"] for r in results[serving].values())
+
+
+@pytest.mark.slow
+def test_serve_stream_benchmark_compares_the_two_recognizers(capsys):
+    pytest.importorskip("fastapi", reason="speechkit serve needs the 'serve' extra")
+    pytest.importorskip("websockets", reason="the benchmark's client needs 'websockets'")
+    benchmark = load_script(REPO / "benchmarks" / "serve_stream.py", name="serve_stream_benchmark")
+    results = benchmark.main(["--tiny", "--seconds", "1", "--repeats", "1"])
+    printed = capsys.readouterr().out
+    for row in ("| greedy | incremental |", "| greedy | redecoding |", "| beam+lm | incremental |",
+                "| beam+lm | redecoding |"):
+        assert row in printed
+    assert results["greedy"]["same_text"] and results["beam+lm"]["same_text"]
