@@ -3,7 +3,8 @@
 Each stream keeps the feature frames of its incomplete stack (``stride`` frames make one recurrent step)
 and every layer's recurrent state. Streams in a batch may bring different numbers of new steps: the layers
 run one step at a time over the batch, and a stream without a step at that time keeps its state, so each
-stream's outputs are what it gives alone, and what the whole recording gives offline.
+stream's outputs are what it gives alone, and what the whole recording gives offline. When every stream
+brings the same number of steps (a lone stream always does), each layer runs them in one call.
 
 Example:
     >>> from speechkit.models import RecurrentEncoder
@@ -66,6 +67,9 @@ class StreamingRecurrentEncoder:
         if state is None:
             zeros = torch.zeros(1, x.shape[0], rnn.hidden_size)
             state = (zeros, zeros.clone()) if isinstance(rnn, torch.nn.LSTM) else zeros
+        if bool((steps == x.shape[1]).all()):  # every stream has every step (one stream always): one call
+            out, self.states[layer_index] = rnn(x, state)
+            return out
         outputs = []
         for t in range(x.shape[1]):
             out, new_state = rnn(x[:, t:t + 1], state)
