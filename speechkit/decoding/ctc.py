@@ -102,6 +102,14 @@ class PrefixLanguageModelScores:
     def __getitem__(self, prefix: tuple[int, ...]) -> np.ndarray:
         return self.cache[prefix]
 
+    def keep_only(self, prefixes: set) -> None:
+        """Forget the scores and LM states of every prefix but ``prefixes`` (a long search's memory stays
+        bounded; a forgotten prefix is scored again from its parent's state if it is ever needed)."""
+        self.cache = {p: v for p, v in self.cache.items() if p in prefixes}
+        self.state_rows = {p: where for p, where in self.state_rows.items() if p in prefixes}
+        used = {index for index, _ in self.state_rows.values()}
+        self.states = [state if index in used else None for index, state in enumerate(self.states)]
+
     def _store(self, group: list[tuple[int, ...]], log_probs: torch.Tensor, state) -> None:
         if state is None:
             self.stateless = True
@@ -127,6 +135,11 @@ class PrefixLanguageModelScores:
             last_tokens = torch.tensor([[p[-1]] for p in members], dtype=torch.long, device=self.device)
             with torch.no_grad():
                 self._store(members, *self.lm.score_next(last_tokens, state))
+
+
+#: Fused scores kept by a prefix beam search before it forgets those of prefixes that left the beam (their
+#: number grows with every frame; a prefix tuple's size with the transcript).
+PRUNE_ABOVE = 4096
 
 
 class _PrefixBeams:
@@ -204,16 +217,30 @@ class _PrefixBeams:
                     # ...while a repeat after a blank, or any other label, starts a new occurrence.
                     add(extended, neg_inf, (p_blank if token == last else total) + token_logp)
 
-            def rank(item):
+            def rank(item, _fused=fused):
                 prefix, (b, nb) = item
-                return (-(_logaddexp(b, nb) + fused[prefix]), prefix)
+                return (-(_logaddexp(b, nb) + _fused[prefix]), prefix)
 
             scored = sorted(next_beam.items(), key=rank)[:self.beam_size]
             # Impossible prefixes (e.g. a repeat with no frame left for the blank between) leave the beam.
             beam = {prefix: (b, nb) for prefix, (b, nb) in scored if max(b, nb) > neg_inf}
             beam = beam or {(): (neg_inf, neg_inf)}
+            if len(fused) > PRUNE_ABOVE:
+                self._forget_all_but(beam)
+                fused = self.fused
         self.beam = beam
         self.frames += len(frames)
+
+    def _forget_all_but(self, beam: dict) -> None:
+        """Drop what no later frame reads: the fused scores, words and LM entries of prefixes other than the
+        beam's and their parents'. A prefix that comes back into the beam gets them again from its parent
+        (its LM scores in another LM batch, so equal up to float rounding); this happens at the same frames
+        for any split into chunks, so a stream's search stays exactly the whole utterance's."""
+        keep = set(beam) | {prefix[:-1] for prefix in beam if prefix}
+        self.fused = {p: v for p, v in self.fused.items() if p in keep}
+        self.partial_word = {p: v for p, v in self.partial_word.items() if p in keep}
+        if self.lm_scores is not None:
+            self.lm_scores.keep_only(keep)
 
     def nbest(self) -> list[tuple[tuple[int, ...], float]]:
         """(prefix, score) of the beams as if the utterance ended now (the LM's end token scored), best

@@ -90,3 +90,31 @@ def test_stream_misuse_is_refused():
         stream.finish()
     with pytest.raises(HparamsError, match="bos_index"):
         CTCPrefixBeamSearch(lm=lm_of("lstm"), lm_weight=0.5).stream()
+
+
+@pytest.mark.parametrize("kind", ["lstm", "transformer"])
+def test_a_long_search_forgets_what_left_the_beam(monkeypatch, kind):
+    """Past PRUNE_ABOVE fused scores the search keeps only the beam's prefixes and their parents: memory
+    stays bounded over a long stream, the result is the unbounded search's (LM scores of a prefix scored
+    again equal up to rounding), and a stream still equals the whole-utterance search exactly."""
+    import speechkit.decoding.ctc as ctc
+
+    torch.manual_seed(2)
+    frames = 160
+    log_probs = (torch.randn(frames, 7) * 2.5).log_softmax(-1)
+    options = dict(beam_size=4, lm=lm_of(kind), lm_weight=0.7, bos_index=6, eos_index=6, length_bonus=0.5)
+    unbounded = ctc_prefix_beam_search(log_probs[None], torch.tensor([frames]), return_nbest=True,
+                                       **options)[0]
+    monkeypatch.setattr(ctc, "PRUNE_ABOVE", 40)
+    whole = ctc_prefix_beam_search(log_probs[None], torch.tensor([frames]), return_nbest=True, **options)[0]
+    assert [tokens for tokens, _ in whole] == [tokens for tokens, _ in unbounded]
+    assert [score for _, score in whole] == pytest.approx([score for _, score in unbounded], abs=1e-4)
+    for sizes in ([1], [13, 2]):
+        stream = CTCPrefixBeamSearch(**options).stream()
+        for piece in chunked(log_probs, sizes):
+            stream.accept(piece)
+            beams = stream._beams
+            assert len(beams.fused) <= 40 + 4 * 7 and len(beams.lm_scores.cache) <= 2 * 4 + 40
+        assert stream.nbest() == whole
+        live_states = [state for state in stream._beams.lm_scores.states if state is not None]
+        assert len(live_states) <= 2 * 4  # at most one LM state array per kept prefix
