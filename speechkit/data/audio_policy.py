@@ -118,10 +118,10 @@ class AudioPolicy:
     def stream_resampler(self, rate: int):
         """A :class:`~speechkit.data.resample.StreamingResample` from ``rate`` Hz to the policy's rate, with
         the policy's filter: audio converted chunk by chunk as the whole recording would be (within float
-        rounding)."""
-        from speechkit.data.resample import POLICY_FILTER, StreamingResample
+        rounding). The filter bank is the policy's own for that rate, built once for every stream."""
+        from speechkit.data.resample import StreamingResample
 
-        return StreamingResample(int(rate), self.sample_rate, **POLICY_FILTER)
+        return StreamingResample.like(self._resampler(int(rate)))
 
     def needs_conversion(self, rate: int, channels: int) -> bool:
         """Whether a file of ``rate`` Hz and ``channels`` channels is resampled or mixed/picked when read."""

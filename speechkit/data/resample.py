@@ -231,10 +231,21 @@ class StreamingResample:
     """
 
     def __init__(self, orig_freq: int, new_freq: int, **filter_options):
+        kernel, padding = sinc_resample_kernel(orig_freq, new_freq, **filter_options)
+        self._start(orig_freq, new_freq, kernel, padding)
+
+    @classmethod
+    def like(cls, module: Resample) -> StreamingResample:
+        """A stream with the filter bank of a :class:`Resample` module (built once, shared by streams)."""
+        stream = cls.__new__(cls)
+        stream._start(module.orig_freq, module.new_freq, module.kernel.to(torch.float32), module.padding)
+        return stream
+
+    def _start(self, orig_freq: int, new_freq: int, kernel: torch.Tensor, padding: int) -> None:
         self.orig_freq, self.new_freq = _as_rate(orig_freq, "orig_freq"), _as_rate(new_freq, "new_freq")
         divisor = math.gcd(self.orig_freq, self.new_freq)
         self._orig, self._new = self.orig_freq // divisor, self.new_freq // divisor
-        self.kernel, self.padding = sinc_resample_kernel(self.orig_freq, self.new_freq, **filter_options)
+        self.kernel, self.padding = kernel, padding
         self._width = self._orig + 2 * self.padding
         # The zero-padded input from the first sample of the next frame on (the start's padding first).
         self._buffer = torch.zeros(self.padding)

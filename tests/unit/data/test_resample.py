@@ -145,3 +145,15 @@ def test_streaming_resample_refuses_misuse():
         stream.finish()
     with pytest.raises(DataError, match="positive whole number"):
         StreamingResample(0, 16000)
+
+
+def test_policy_stream_resamplers_share_the_policys_filter_bank():
+    from speechkit.data.audio_policy import AudioPolicy
+
+    policy = AudioPolicy(16000)
+    first, second = policy.stream_resampler(44100), policy.stream_resampler(44100)
+    assert first.kernel is second.kernel  # built once, for every stream
+    wave = torch.randn(9000)
+    for stream in (first, StreamingResample.like(Resample(44100, 16000, **POLICY_FILTER))):
+        streamed = torch.cat([stream.accept(piece) for piece in wave.split(777)] + [stream.finish()])
+        assert (streamed - policy.apply(wave, 44100)).abs().max() < 1e-5
