@@ -1,6 +1,8 @@
 """CTC decoding: greedy (best path) and prefix beam search, with absolute frame lengths.
 
-Each item is decoded from its own valid frames only, so results never depend on batch composition.
+Each item is decoded from its own valid frames only, so results never depend on batch composition. The
+prefix beam search also takes an utterance's scores chunk by chunk (:class:`CTCPrefixBeamStream`, from
+``CTCPrefixBeamSearch.stream()``), with exactly the result of the search over the whole utterance.
 
 Example:
     >>> probs = [[0.1, 0.8, 0.1], [0.1, 0.8, 0.1], [0.9, 0.05, 0.05], [0.1, 0.1, 0.8]]
@@ -236,7 +238,7 @@ class _PrefixBeams:
         beam's and their parents'. A prefix that comes back into the beam gets them again from its parent
         (its LM scores in another LM batch, so equal up to float rounding); this happens at the same frames
         for any split into chunks, so a stream's search stays exactly the whole utterance's."""
-        keep = set(beam) | {prefix[:-1] for prefix in beam if prefix}
+        keep = set(beam) | {prefix[:-1] for prefix in beam if prefix} | {()}  # () restarts an emptied beam
         self.fused = {p: v for p, v in self.fused.items() if p in keep}
         self.partial_word = {p: v for p, v in self.partial_word.items() if p in keep}
         if self.lm_scores is not None:
