@@ -46,6 +46,13 @@ UPLOAD_BODY = {"requestBody": {"required": True, "description": "The audio file:
                                                                               "properties": {"file": {
                                                                                   "type": "string",
                                                                                   "format": "binary"}}}}}}}
+TWO_UPLOADS_BODY = {"requestBody": {"required": True, "description": "The two audio files (any format "
+                                    "soundfile reads): the two file parts of a multipart/form-data body, in "
+                                    "order.",
+                                    "content": {"multipart/form-data": {"schema": {
+                                        "type": "object", "required": ["first", "second"],
+                                        "properties": {"first": {"type": "string", "format": "binary"},
+                                                       "second": {"type": "string", "format": "binary"}}}}}}}
 
 
 class ModelFailure(Exception):
@@ -156,6 +163,44 @@ def create_app(models: dict, limits: ServeLimits, token: Optional[str] = None, a
         return Response(_wav_bytes(result.output, model.sample_rate), media_type="audio/wav",
                         headers={"x-batch-items": str(result.batch_items)})
 
+    @app.post("/v1/models/{name}/embed", openapi_extra=UPLOAD_BODY)
+    async def embed(name: str, request: Request):
+        """A speaker model's embedding of one audio file: ``{"embedding": [...], "dim", "timings"}``."""
+        model = served(name, "speaker")
+        data, filename = await read_upload(request, limits)
+        wav = await asyncio.to_thread(decode_upload, data, model.sample_rate, limits, filename)
+        result = await run(model, wav)
+        embedding = _finite_embedding(model, result.output)
+        return {"model": name, "embedding": embedding, "dim": len(embedding),
+                "timings": _timings(result, model.seconds(wav)), "request_id": _request_id(request)}
+
+    @app.post("/v1/models/{name}/verify", openapi_extra=TWO_UPLOADS_BODY)
+    async def verify(name: str, request: Request):
+        """Whether two audio files hold the same speaker: ``{"score", "same", "threshold", "timings"}``,
+        ``score`` the cosine similarity of their embeddings and ``same`` whether it reaches the model's
+        ``threshold``."""
+        model = served(name, "speaker")
+        uploads = await read_uploads(request, limits, count=2)
+        names = [f"{which} file {filename}" for which, (_, filename) in zip(("first", "second"), uploads)]
+
+        def decode_both() -> list:
+            return [decode_upload(data, model.sample_rate, limits, label)
+                    for (data, _), label in zip(uploads, names)]
+
+        wavs = await asyncio.to_thread(decode_both)
+        # Both queued at once: they usually share one batch (and batch with other requests' files).
+        results = await asyncio.gather(*(run(model, wav) for wav in wavs), return_exceptions=True)
+        for result in results:
+            if isinstance(result, BaseException):
+                raise result
+        first, second = (torch.tensor(_finite_embedding(model, r.output)) for r in results)
+        score = float(model.interface.score(first, second))
+        threshold = model.interface.threshold
+        return {"model": name, "score": score, "same": score >= threshold, "threshold": threshold,
+                "timings": {which: _timings(r, model.seconds(w))
+                            for which, r, w in zip(("first", "second"), results, wavs)},
+                "request_id": _request_id(request)}
+
     @app.websocket("/v1/models/{name}/stream")
     async def stream(websocket: WebSocket, name: str):
         """Streaming recognition (protocol: :mod:`speechkit.serve.streaming`)."""
@@ -242,6 +287,13 @@ async def read_upload(request: Request, limits: ServeLimits) -> tuple:
     """The uploaded file's bytes and name: the raw body, or the first file part of a multipart body.
     Refuses (413) a body over ``max_request_bytes``: before reading it when its length is declared, else as
     soon as it passes the limit."""
+    return (await read_uploads(request, limits, count=1))[0]
+
+
+async def read_uploads(request: Request, limits: ServeLimits, count: int) -> list:
+    """``count`` uploaded files as ``(bytes, name)`` pairs, in the order sent: one may come as the raw body
+    or as a multipart body's file part, several only as the file parts of a multipart body (exactly
+    ``count`` of them, 400 otherwise). ``max_request_bytes`` bounds the whole body, as for one file."""
     declared = request.headers.get("content-length")
     limit = limits.max_request_bytes
     too_big = RequestError(413, f"the request is larger than the limit of {limit / 1e6:.1f} MB "
@@ -262,19 +314,25 @@ async def read_upload(request: Request, limits: ServeLimits) -> tuple:
         raise RequestError(400, "the client disconnected before the upload was complete") from None
     body = b"".join(chunks)
     if not request.headers.get("content-type", "").startswith("multipart/form-data"):
-        return body, "upload"
+        if count == 1:
+            return [(body, "upload")]
+        raise RequestError(400, f"this endpoint takes {count} audio files: send a multipart/form-data body "
+                                f"with {count} file parts (curl -F first=@a.wav -F second=@b.wav)")
 
     async def replay():
         yield body
 
     try:
-        form = await MultiPartParser(request.headers, replay(), max_files=1, max_fields=8).parse()
+        form = await MultiPartParser(request.headers, replay(), max_files=count, max_fields=8).parse()
     except Exception as error:  # noqa: BLE001 (python-multipart's and Starlette's parse errors)
         raise RequestError(400, f"malformed multipart body: {error}") from None
     files = [value for _, value in form.multi_items() if isinstance(value, UploadFile)]
     if not files:
         raise RequestError(400, "the multipart body has no file part; send the audio as a file field")
-    return await files[0].read(), files[0].filename or "upload"
+    if count > 1 and len(files) != count:
+        raise RequestError(400, f"the multipart body has {len(files)} file part(s); this endpoint takes "
+                                f"exactly {count}")
+    return [(await file.read(), file.filename or "upload") for file in files]
 
 
 async def _discard(request: Request, stream, limit: int) -> None:
@@ -324,6 +382,13 @@ def _mel_input(model: ServedModel, data: bytes, name: str, limits: ServeLimits) 
         raise RequestError(413, f"{name} would make {model.seconds(mel):.1f} s of audio; the limit is "
                                 f"{limits.max_audio_seconds:g} s (--max-audio-seconds)")
     return mel
+
+
+def _finite_embedding(model: ServedModel, embedding: torch.Tensor) -> list:
+    """A (dim,) embedding as a list of floats; a model that gives NaN or infinities has failed (500)."""
+    if not bool(torch.isfinite(embedding).all()):
+        raise ModelFailure(f"model {model.name!r} returned a non-finite embedding")
+    return embedding.tolist()
 
 
 def _timings(result, audio_seconds: float) -> dict:

@@ -2,9 +2,9 @@
 URL folder is vetted by the same allowlist as in Python), named, and given the batch function its requests
 run through.
 
-A served model is one of three kinds, chosen by its interface: ``asr`` (``EncoderASR``,
+A served model is one of four kinds, chosen by its interface: ``asr`` (``EncoderASR``,
 ``EncoderDecoderASR``, ``WhisperASR`` for a transformers Whisper folder), ``separation``
-(``SeparationModel``) or ``vocoder`` (``Vocoder``).
+(``SeparationModel``), ``vocoder`` (``Vocoder``) or ``speaker`` (``SpeakerRecognition``).
 
 Example:
     >>> specs = [parse_model_spec("asr=org/asr-ctc"), parse_model_spec("results/separator-model")]
@@ -25,9 +25,10 @@ from speechkit.serve.errors import RequestError
 
 #: interface class name -> kind of model (which endpoint serves it)
 KINDS = {"EncoderASR": "asr", "EncoderDecoderASR": "asr", "WhisperASR": "asr",
-         "SeparationModel": "separation", "Vocoder": "vocoder"}
+         "SeparationModel": "separation", "Vocoder": "vocoder", "SpeakerRecognition": "speaker"}
 #: kind -> the endpoint that serves it
-ENDPOINTS = {"asr": ["transcribe", "stream"], "separation": ["separate"], "vocoder": ["generate"]}
+ENDPOINTS = {"asr": ["transcribe", "stream"], "separation": ["separate"], "vocoder": ["generate"],
+             "speaker": ["embed", "verify"]}
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 
@@ -76,6 +77,8 @@ class ServedModel:
             info["num_speakers"] = self.interface.num_speakers
         if self.kind == "vocoder":
             info.update(n_mels=self.interface.n_mels, hop_length=self.interface.hop_length)
+        if self.kind == "speaker":
+            info["threshold"] = self.interface.threshold
         return info
 
     def require(self, kind: str) -> None:
@@ -94,7 +97,8 @@ class ServedModel:
         """The function the batcher calls: a list of inputs -> a list of outputs, one per input, each
         computed from a zero-padded batch with absolute lengths (batch-invariant, docs/design.md,
         contract 2)."""
-        return {"asr": self._transcribe, "separation": self._separate, "vocoder": self._generate}[self.kind]
+        return {"asr": self._transcribe, "separation": self._separate, "vocoder": self._generate,
+                "speaker": self._embed}[self.kind]
 
     def _transcribe(self, wavs: list) -> list:
         batch, lengths = _pad(wavs)
@@ -111,6 +115,12 @@ class ServedModel:
         wavs, samples = self.interface.generate(batch, frames)
         wavs = wavs.cpu()
         return [wavs[i, :n] for i, n in enumerate(samples.tolist())]
+
+
+    def _embed(self, wavs: list) -> list:
+        batch, lengths = _pad(wavs)
+        embeddings = self.interface.embed_batch(batch, lengths).float().cpu()
+        return list(embeddings)
 
 
 def load_models(specs: list, device: str = "cpu", **from_hparams_options) -> dict:

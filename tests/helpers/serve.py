@@ -20,6 +20,7 @@ import urllib.request
 from pathlib import Path
 from typing import Optional
 
+import numpy as np
 import torch
 
 from tests.helpers import job_models
@@ -121,6 +122,16 @@ def multipart(field: str, filename: str, data: bytes) -> tuple:
     return body, f"multipart/form-data; boundary={boundary}"
 
 
+def multipart_files(*files) -> tuple:
+    """``(body, headers)`` of a multipart/form-data body of ``(field, filename, bytes)`` file parts."""
+    boundary = "testfiles9a41c"
+    body = b"".join(f'--{boundary}\r\nContent-Disposition: form-data; name="{field}"; filename="{filename}"'
+                    "\r\nContent-Type: application/octet-stream\r\n\r\n".encode() + data + b"\r\n"
+                    for field, filename, data in files)
+    content_type = f"multipart/form-data; boundary={boundary}"
+    return body + f"--{boundary}--\r\n".encode(), {"Content-Type": content_type}
+
+
 # ------------------------------------------------------------------------------------------------ models
 RAISING_HYPERPARAMS = job_models.HYPERPARAMS.replace(
     "encoder: !new:tests.helpers.job_models.SlowToneEncoder",
@@ -168,3 +179,31 @@ def wait_until(condition, timeout_s: float = 30.0, what: str = "condition", outp
         if time.monotonic() > deadline:
             raise AssertionError(f"{what} not reached within {timeout_s} s:\n{output()}")
         time.sleep(0.05)
+
+
+def tone(hz: float, seconds: float = 1.0, rate: int = 16000) -> np.ndarray:
+    """A sine at ``hz`` (amplitude 0.3), float32."""
+    t = np.arange(int(seconds * rate)) / rate
+    return (0.3 * np.sin(2 * math.pi * hz * t)).astype(np.float32)
+
+
+def noise(seed: int, seconds: float = 1.0, rate: int = 16000) -> np.ndarray:
+    """White noise (standard deviation 0.1), float32."""
+    return (0.1 * np.random.default_rng(seed).standard_normal(int(seconds * rate))).astype(np.float32)
+
+
+def write_discerning_speaker_model(folder) -> Path:
+    """The tiny ECAPA-TDNN folder of :func:`job_models.write_speaker_model`, its threshold set halfway
+    between the score of ``tone(440)`` against ``noise(0)`` and 1 (a file against itself), so that a served
+    model answers both "same" and "different" (random weights score most pairs alike)."""
+    from speechkit.pretrained import SpeakerRecognition
+
+    folder = job_models.write_speaker_model(folder)
+    model = SpeakerRecognition.from_hparams(str(folder))
+    embeddings = [model.embed_batch(torch.from_numpy(x)[None])[0] for x in (tone(440), noise(0))]
+    score = float(model.score(*embeddings))
+    if score > 0.999:
+        raise AssertionError(f"the random speaker model scores a tone against noise {score}: nothing to tell")
+    hyperparams = folder / "hyperparams.yaml"
+    hyperparams.write_text(hyperparams.read_text().replace("threshold: 0.4", f"threshold: {(score + 1) / 2}"))
+    return folder

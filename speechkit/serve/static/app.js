@@ -1,5 +1,5 @@
 // The page of `speechkit serve`: plain JavaScript, no build step. It calls the same HTTP and WebSocket API
-// as any client (docs/serve.md): GET /v1/models, POST .../transcribe|separate|generate, WS .../stream.
+// as any client (docs/serve.md): GET /v1/models, POST .../transcribe|separate|generate|verify, WS .../stream.
 "use strict";
 
 const $ = (id) => document.getElementById(id);
@@ -79,6 +79,10 @@ function modelChanged() {
   $("record").disabled = m.kind !== "asr";
   $("transcript-box").classList.toggle("hidden", m.kind !== "asr");
   $("sources-box").classList.add("hidden");
+  // A speaker model compares two recordings: a second file input, and the verdict box.
+  $("second-file").classList.toggle("hidden", m.kind !== "speaker");
+  $("verify-box").classList.toggle("hidden", m.kind !== "speaker");
+  $("send").textContent = m.kind === "speaker" ? "Compare" : "Send file";
 }
 
 async function errorText(answer) {
@@ -208,6 +212,10 @@ function clearOutputs() {
   setTranscript("", "empty");
   $("sources").innerHTML = "";
   $("sources-box").classList.add("hidden");
+  $("verdict").textContent = "";
+  $("verdict").dataset.same = "";
+  $("verify-score").textContent = "";
+  $("pair").innerHTML = "";
 }
 
 function drawInput(samples, rate) {
@@ -233,6 +241,7 @@ async function sendFile() {
     status("choose a file first", true);
     return;
   }
+  if (m.kind === "speaker") return compareSpeakers(m, file, $("file2").files[0]);
   clearOutputs();
   const samples = await decodeForDrawing(file);
   if (samples) drawInput(samples, DRAW_RATE);
@@ -258,10 +267,44 @@ async function sendFile() {
   }
 }
 
+async function compareSpeakers(m, first, second) {
+  // Two recordings to /verify as the two file parts of one form; the verdict, the score against the model's
+  // threshold, and both recordings side by side.
+  if (!second) {
+    status("choose a second file to compare with the first", true);
+    return;
+  }
+  clearOutputs();
+  const samples = await decodeForDrawing(first);
+  if (samples) drawInput(samples, DRAW_RATE);
+  const form = new FormData();
+  form.append("first", first, first.name);
+  form.append("second", second, second.name);
+  status(`comparing ${first.name} and ${second.name} with ${m.name}...`);
+  const answer = await fetch(`v1/models/${m.name}/verify`, { method: "POST", body: form, headers: authHeaders });
+  if (!answer.ok) {
+    status(await errorText(answer), true);
+    return;
+  }
+  const result = await answer.json();
+  $("verdict").textContent = result.same ? "Same speaker" : "Different speakers";
+  $("verdict").dataset.same = String(result.same);
+  $("verdict").dataset.score = String(result.score);
+  $("verify-score").textContent = `cosine score ${result.score.toFixed(3)}; the model calls ` +
+    `${result.threshold.toFixed(3)} or more the same speaker`;
+  await showFigures($("pair"), [[first.name, first], [second.name, second]]);
+  status(`compared ${first.name} and ${second.name} (request ${result.request_id})`);
+}
+
 async function showSources(parts) {
-  // Separated sources (or a vocoder's output) side by side: a player and a waveform each.
-  $("sources").innerHTML = "";
+  // Separated sources (or a vocoder's output) side by side.
   $("sources-box").classList.remove("hidden");
+  await showFigures($("sources"), parts);
+}
+
+async function showFigures(container, parts) {
+  // Recordings side by side: a caption, a player and a waveform each.
+  container.innerHTML = "";
   for (const [name, blob] of parts) {
     const figure = document.createElement("figure");
     const caption = document.createElement("figcaption");
@@ -274,7 +317,7 @@ async function showSources(parts) {
     canvas.width = 400;
     canvas.height = 80;
     figure.append(caption, player, canvas);
-    $("sources").appendChild(figure);
+    container.appendChild(figure);
     const samples = await decodeForDrawing(blob);
     if (samples) drawWaveform(canvas, samples);
   }

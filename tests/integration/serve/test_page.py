@@ -1,6 +1,6 @@
 """The web page of ``speechkit serve`` in headless Chromium: a WAV file as the microphone, the transcript
 growing while it plays and ending equal to the offline transcript of that file; an upload; separated sources
-side by side; a screenshot of the page saved for the docs."""
+side by side; two recordings compared by a speaker model; a screenshot of the page saved for the docs."""
 from __future__ import annotations
 
 import os
@@ -12,7 +12,8 @@ import pytest
 import soundfile
 
 from tests.helpers.browser import Chromium, require_chromium
-from tests.helpers.serve import ServerProcess, request_json, synthesize_held
+from tests.helpers.serve import ServerProcess, multipart_files, noise, request_json, synthesize_held, tone
+from tests.helpers.serve import write_discerning_speaker_model as write_speaker_folder
 from tests.integration.pretrained import tiny_asr
 
 pytestmark = pytest.mark.slow
@@ -111,6 +112,57 @@ def test_an_error_clears_the_previous_file_and_the_spectrogram_has_axes(page_ser
         assert browser.evaluate("document.getElementById('transcript').textContent") == ""
         assert browser.evaluate(f"({painted})('waveform', 0, 900)") == 0
         assert browser.evaluate(f"({painted})('spectrogram', 0, 900)") == 0
+
+
+def test_two_recordings_compared_by_a_speaker_model(tmp_path):
+    """The "same speaker?" view: two files to /verify, the verdict and score the API gives, both recordings
+    shown; a missing second file or a bad one is said, and clears the previous verdict."""
+    pytest.importorskip("fastapi", reason="speechkit serve needs the 'serve' extra (fastapi, uvicorn)")
+    require_chromium()
+    folder = write_speaker_folder(tmp_path / "spk")
+    paths = {}
+    for name, samples in {"tone.wav": tone(440), "tone-again.wav": tone(440), "noise.wav": noise(0)}.items():
+        paths[name] = tmp_path / name
+        soundfile.write(paths[name], samples, 16000, subtype="FLOAT")
+    not_audio = tmp_path / "notes.wav"
+    not_audio.write_text("these are not samples")
+    verdict = ("document.getElementById('verdict').dataset.same !== '' && [document.getElementById('verdict')"
+               ".textContent, Number(document.getElementById('verdict').dataset.score)]")
+    with ServerProcess([f"spk={folder}"]) as server, Chromium(tmp_path) as browser:
+        expected = {}
+        for second in ("tone-again.wav", "noise.wav"):
+            body, headers = multipart_files(("first", "tone.wav", paths["tone.wav"].read_bytes()),
+                                            ("second", second, paths[second].read_bytes()))
+            status, answer = request_json(f"{server.url}/v1/models/spk/verify", body, headers=headers)
+            assert status == 200, answer
+            expected[second] = ["Same speaker" if answer["same"] else "Different speakers", answer["score"]]
+        assert [label for label, _ in expected.values()] == ["Same speaker", "Different speakers"]
+        browser.navigate(server.url + "/")
+        browser.wait_for("document.querySelectorAll('#model option').length === 1", "the model listed")
+        assert browser.evaluate("document.getElementById('send').textContent") == "Compare"
+        assert browser.evaluate("document.getElementById('verify-box').classList.contains('hidden')") is False
+        browser.choose_file("#file", paths["tone.wav"])
+        browser.evaluate("document.getElementById('send').click()")
+        browser.wait_for("document.getElementById('status').className === 'error'", "the missing file said")
+        assert "second file" in browser.evaluate("document.getElementById('status').textContent")
+        for second, (label, score) in expected.items():
+            browser.choose_file("#file2", paths[second])
+            browser.evaluate("document.getElementById('send').click()")
+            shown = browser.wait_for(f"{verdict} && document.getElementById('verdict').textContent === "
+                                     f"'{label}' && {verdict}", f"the verdict on {second}")
+            assert shown == [label, pytest.approx(score, abs=1e-9)]
+            names = browser.wait_for("(() => { const a = [...document.querySelectorAll('#pair audio')];"
+                                     " return a.length === 2 && a.every(x => x.duration > 0) &&"
+                                     " a.map(x => x.dataset.source); })()", "both recordings playable")
+            assert names == ["tone.wav", second]
+        browser.screenshot(_screenshot_path(tmp_path, "serve-page-verify.png"))
+        browser.choose_file("#file2", not_audio)
+        browser.evaluate("document.getElementById('send').click()")
+        browser.wait_for("document.getElementById('status').className === 'error'", "the error shown")
+        assert "second file notes.wav is not an audio file" in browser.evaluate(
+            "document.getElementById('status').textContent")
+        assert browser.evaluate("document.getElementById('verdict').textContent") == ""
+        assert browser.evaluate("document.querySelectorAll('#pair figure').length") == 0
 
 
 def test_the_api_page_works_offline(page_server, tmp_path):
