@@ -1,7 +1,8 @@
 """Who spoke when: voice activity, sliding-window speaker embeddings, clustering, speaker turns.
 
 :class:`Diarizer` takes a :class:`~speechkit.pretrained.SpeakerRecognition` model. For a recording it finds
-speech with :func:`~speechkit.diarization.vad.energy_vad`, embeds windows of ``window`` seconds every
+speech with :func:`~speechkit.diarization.vad.energy_vad` (or the ``vad`` given, e.g. a
+:class:`~speechkit.diarization.trained_vad.TrainedVAD`), embeds windows of ``window`` seconds every
 ``step`` seconds inside each speech region (a shorter region is one window), clusters the windows
 (``spectral`` with the eigengap estimate, or ``agglomerative`` with a cosine threshold; the number of
 speakers given or estimated), gives each 10 ms frame of speech the speaker of the nearest window centre, and
@@ -32,7 +33,7 @@ class Diarizer:
 
     def __init__(self, model, window: float = 1.5, step: float = 0.5, method: str = "spectral",
                  threshold: float = 0.5, max_speakers: int = 8, batch_size: int = 32,
-                 resolution: float = 0.01, vad_options: Optional[dict] = None):
+                 resolution: float = 0.01, vad_options: Optional[dict] = None, vad=None):
         if method not in METHODS:
             raise DataError(f"clustering method must be one of {METHODS}, got {method!r}")
         if not 0 < step <= window:
@@ -40,6 +41,7 @@ class Diarizer:
         self.model, self.window, self.step, self.method = model, window, step, method
         self.threshold, self.max_speakers, self.batch_size = threshold, max_speakers, batch_size
         self.resolution, self.vad_options = resolution, dict(vad_options or {})
+        self.vad = vad  # (wave, sample_rate) -> [(start, end), ...]; None: energy_vad(**vad_options)
 
     def windows(self, speech: list) -> list:
         """``(start, end, region index)`` of the embedding windows inside the speech regions."""
@@ -77,7 +79,10 @@ class Diarizer:
     def diarize(self, wave: torch.Tensor, num_speakers: Optional[int] = None) -> list:
         """Speaker turns ``[(start, end, "spk<k>"), ...]`` of a mono waveform (time,) at the model's rate."""
         wave = torch.as_tensor(wave).float().reshape(-1)
-        speech = energy_vad(wave, self.model.sample_rate, **self.vad_options)
+        if self.vad is not None:
+            speech = self.vad(wave, self.model.sample_rate)
+        else:
+            speech = energy_vad(wave, self.model.sample_rate, **self.vad_options)
         windows = self.windows(speech)
         if not windows:
             return []

@@ -16,6 +16,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+HOP = 0.01  # seconds between frame decisions
+
 
 def frame_levels(wave: torch.Tensor, sample_rate: int, frame: float = 0.025, hop: float = 0.01) -> np.ndarray:
     """(frames,) RMS level in dB of each ``frame``-second frame every ``hop`` seconds."""
@@ -35,17 +37,25 @@ def _runs(active: np.ndarray) -> list:
 
 def energy_vad(wave: torch.Tensor, sample_rate: int, margin_db: float = 30.0, floor_db: float = -55.0,
                reference_percentile: float = 95.0, min_speech: float = 0.15, min_silence: float = 0.25,
-               padding: float = 0.02, hop: float = 0.01) -> list:
+               padding: float = 0.02, hop: float = HOP) -> list:
     """Speech segments ``[(start, end), ...]`` in seconds of a mono ``wave`` (time,)."""
     levels = frame_levels(wave, sample_rate, hop=hop)
     duration = wave.numel() / sample_rate
     if levels.size == 0:
         return []
     threshold = max(float(np.percentile(levels, reference_percentile)) - margin_db, floor_db)
-    active = levels > threshold
-    centre = 0.0125  # a frame's level is its centre's: runs span from half a hop before the first centre
+    # a frame's level is its centre's: 12.5 ms into the recording for the first 25 ms frame
+    return smoothed_segments(levels > threshold, duration, hop=hop, centre=0.0125, min_speech=min_speech,
+                             min_silence=min_silence, padding=padding)
+
+
+def smoothed_segments(active: np.ndarray, duration: float, hop: float = HOP, centre: float = 0.0,
+                      min_speech: float = 0.15, min_silence: float = 0.25, padding: float = 0.02) -> list:
+    """Speech segments ``[(start, end), ...]`` in seconds from per-frame decisions (frames, bool), frame ``i``
+    centred on ``centre + i * hop``: pauses shorter than ``min_silence`` bridged, runs shorter than
+    ``min_speech`` dropped, each segment widened by ``padding`` (within 0..``duration``)."""
     segments = [[start * hop + centre - hop / 2, (end - 1) * hop + centre + hop / 2]
-                for start, end in _runs(active)]
+                for start, end in _runs(np.asarray(active, dtype=bool))]
     merged: list = []
     for segment in segments:
         if merged and segment[0] - merged[-1][1] < min_silence:
