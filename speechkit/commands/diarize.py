@@ -1,7 +1,9 @@
 """``speechkit diarize FILE... --model MODEL --rttm out.rttm``: who spoke when, as RTTM.
 
-Each file is diarized with the speaker model folder ``--model`` (interface SpeakerRecognition): energy voice
-activity detection, embeddings of ``--window``-second windows every ``--step`` seconds, clustering
+Each file is diarized with the speaker model folder ``--model`` (interface SpeakerRecognition): voice
+activity detection (by energy, or by the trained detector whose weights ``--vad`` names,
+:class:`speechkit.diarization.TrainedVAD`), embeddings of ``--window``-second windows every ``--step``
+seconds, clustering
 (``--clustering spectral`` estimates the number of speakers from the eigengap, ``agglomerative`` stops at
 ``--threshold``; ``--num-speakers`` fixes it). With ``--reference REF.rttm`` the diarization error rate
 (collar ``--collar`` seconds each side of a reference boundary) is printed per file and over all files.
@@ -34,13 +36,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--reference", default=None, help="Reference RTTM: print the DER of each file.")
     parser.add_argument("--collar", type=float, default=0.25,
                         help="Seconds not scored on each side of a reference boundary (default 0.25).")
+    parser.add_argument("--vad", default=None, metavar="WEIGHTS", help="Weights of a trained voice activity "
+                        "detector (TrainedVAD.save; docs/speaker.md); default: the energy detector.")
     parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N (default: cpu).")
     parser.add_argument("--backend", choices=["torch", "onnx", "torchscript"], default="torch")
 
 
 def run(args: argparse.Namespace) -> int:
     from speechkit.data.rttm import read_rttm, write_rttm
-    from speechkit.diarization import Diarizer
+    from speechkit.diarization import Diarizer, TrainedVAD
     from speechkit.errors import DataError
     from speechkit.metrics.diarization import diarization_error_rate
     from speechkit.pretrained.speaker import SpeakerRecognition
@@ -56,10 +60,13 @@ def run(args: argparse.Namespace) -> int:
         missing = [file_id for file_id in ids if file_id not in reference]
         if missing:
             raise DataError(f"{args.reference}: no turns for {', '.join(missing[:5])}")
+    if args.vad is not None and not os.path.isfile(args.vad):
+        raise DataError(f"--vad: no weight file {args.vad!r}")
+    vad = TrainedVAD.load(args.vad) if args.vad is not None else None
     model = SpeakerRecognition.from_hparams(args.model, run_opts={"device": args.device},
                                             backend=args.backend)
     diarizer = Diarizer(model, window=args.window, step=args.step, method=args.clustering,
-                        threshold=args.threshold, max_speakers=args.max_speakers)
+                        threshold=args.threshold, max_speakers=args.max_speakers, vad=vad)
     results, totals = {}, {"missed": 0.0, "false_alarm": 0.0, "confusion": 0.0, "total": 0.0}
     count_errors = 0
     for file_id, path in zip(ids, args.audio):
