@@ -84,7 +84,7 @@ class ServedModel:
     def require(self, kind: str) -> None:
         """Refuse a request for an endpoint of another kind (400, naming the endpoints this model has)."""
         if self.kind != kind:
-            raise RequestError(400, f"model {self.name!r} is a {self.kind} model; it serves "
+            raise RequestError(400, f"model {self.name!r} is of kind {self.kind!r}; it serves "
                                     f"{', '.join(ENDPOINTS[self.kind])}, not this endpoint")
 
     def seconds(self, item: torch.Tensor) -> float:

@@ -76,7 +76,7 @@ def test_other_rates_formats_and_channels_are_converted(server):
     ("too large, length not declared", 413, "larger than the limit"),
     ("too long", 413, "the limit is 10 s"),
     ("unknown model", 404, "no model named 'nope'"),
-    ("wrong kind", 400, "is a separation model"),
+    ("wrong kind", 400, "is of kind 'separation'"),
     ("multipart without file", 400, "no file part"),
     ("malformed multipart", 400, "multipart"),
     ("non-finite", 400, "NaN or infinite"),

@@ -117,7 +117,7 @@ def test_verify_converts_rates_and_channels_of_each_file(server, local):
     ("second non-finite", 400, "second file b.wav holds NaN or infinite samples"),
     ("too large", 413, "larger than the limit"),
     ("unknown model", 404, "no model named 'nope'"),
-    ("wrong kind", 400, "is a asr model; it serves transcribe, stream"),
+    ("wrong kind", 400, "is of kind 'asr'; it serves transcribe, stream"),
 ])
 def test_bad_verify_requests_get_a_clear_4xx(server, case, status, words):
     good = wav_bytes(tone(300))
@@ -148,9 +148,9 @@ def test_bad_verify_requests_get_a_clear_4xx(server, case, status, words):
 
 def test_other_kinds_of_requests_to_a_speaker_model_are_refused(server):
     code, answer = request_json(f"{server.url}/v1/models/spk/transcribe", wav_bytes(tone(300)))
-    assert code == 400 and "is a speaker model; it serves embed, verify" in answer["error"]
+    assert code == 400 and "is of kind 'speaker'; it serves embed, verify" in answer["error"]
     code, answer = request_json(f"{server.url}/v1/models/asr/embed", wav_bytes(tone(300)))
-    assert code == 400 and "is a asr model" in answer["error"]
+    assert code == 400 and "is of kind 'asr'" in answer["error"]
     code, answer = request_json(f"{server.url}/v1/models/spk/embed", b"")
     assert code == 400 and "upload is empty" in answer["error"]
 
