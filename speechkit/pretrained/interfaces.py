@@ -120,6 +120,12 @@ class Pretrained(torch.nn.Module):
         """
         fetch_source = resolve_source(source)
         local = fetch_source.kind is FetchFrom.LOCAL
+        if local and hparams_file == "hyperparams.yaml":
+            whisper = _whisper_asr_for(cls, source)
+            if whisper is not None:  # a transformers Whisper folder: config.json and no hyperparams.yaml
+                return whisper.from_hparams(source, savedir, run_opts=run_opts, revision=revision,
+                                            allow_network=allow_network, cache_dir=cache_dir,
+                                            force_download=force_download, limits=limits, backend=backend)
         if savedir is None:
             strategy = FetchStrategy.IN_PLACE if local else strategy
             savedir = None if local else default_cache_dir() / "models" / _slug(fetch_source.path)
@@ -231,6 +237,20 @@ class Pretrained(torch.nn.Module):
 
 
 @register_interface
+def _whisper_asr_for(cls, source):
+    """``WhisperASR`` when ``source`` is a local transformers Whisper folder and ``cls`` a recognizer (or
+    ``Pretrained`` itself); None for any other folder. Raises HparamsError when another kind of interface
+    (speaker, separation, ...) is asked to load a Whisper folder."""
+    from speechkit.pretrained.whisper_asr import WhisperASR, is_whisper_folder
+
+    if not is_whisper_folder(source):
+        return None
+    if cls is Pretrained or issubclass(cls, EncoderASR):
+        return WhisperASR
+    raise HparamsError(f"{source}: a Whisper folder (config.json with model_type whisper) is a speech "
+                       f"recognizer; {cls.__name__} cannot load it (WhisperASR or EncoderDecoderASR can)")
+
+
 class EncoderASR(Pretrained):
     """A CTC model: waveform -> ``encoder_pipeline`` -> per-frame scores -> greedy (or ``decoder``) search.
 
