@@ -105,3 +105,24 @@ def test_two_gloo_processes_train_score_and_export(tmp_path, tiny_corpus, tiny_w
     for name, tensor in start.model.encoder.state_dict().items():
         assert torch.equal(tuned.model.encoder.state_dict()[name], tensor), name
     assert not torch.equal(tuned.model.decoder.layers[0].fc1.weight, start.model.decoder.layers[0].fc1.weight)
+
+
+def test_a_transcript_too_long_for_the_decoder_is_refused_naming_its_id(tmp_path, tiny_corpus):
+    from speechkit.errors import DataError
+    from speechkit.models.whisper.tokenizer import WhisperTokenizer
+    from tests.helpers.scripts import load_script
+    from tests.helpers.whisper_folders import build_tokenizer
+
+    template = Path(__file__).resolve().parents[2] / "templates" / "whisper_finetune"
+    train = load_script(template / "train.py", "whisper_finetune_template", search_path=template)
+    build_tokenizer(str(tmp_path))
+    tokenizer = WhisperTokenizer.from_file(tmp_path / "tokenizer.json")
+    manifests = {split: str(tiny_corpus / f"{split}.json") for split in ("train", "valid", "test")}
+    hparams = {"data_folder": str(tiny_corpus), "max_duration": 30.0, "valid_utterances": 2}
+    datasets = train.dataio_prepare(hparams, manifests, tokenizer, room=40)
+    item = datasets["test"][0]
+    assert tokenizer.decode(item["tokens"].tolist()) == " " + item["text"]  # Whisper's leading space
+    short = train.dataio_prepare(hparams, manifests, tokenizer, room=2)["test"]
+    message = r"utterance utt-test-\d+: its transcript is \d+ tokens, more than the 2 "
+    with pytest.raises(DataError, match=message):
+        [short[index] for index in range(len(short))]
