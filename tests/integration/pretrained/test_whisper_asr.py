@@ -199,5 +199,6 @@ def test_the_generic_loaders_route_a_local_whisper_folder_to_whisper_asr(whisper
         loaded = interface.from_hparams(str(whisper_folder))
         assert isinstance(loaded, WhisperASR)
         assert loaded.transcribe_batch(wave[None], language="en") == expected
-    with pytest.raises(HparamsError, match="a Whisper folder .* SpeakerRecognition cannot load it"):
+    with pytest.raises(HparamsError, match=r"a whisper folder \(config.json\) is a speech recognizer; "
+                                           "SpeakerRecognition cannot load it"):
         SpeakerRecognition.from_hparams(str(whisper_folder))
