@@ -20,9 +20,9 @@ import sys
 import torch
 
 import speechkit
-from speechkit.data import DynamicItemDataset, read_audio
+from speechkit.data import DynamicItemDataset
 from speechkit.errors import DataError
-from speechkit.metrics import ErrorRateStats
+from speechkit.metrics import TranscriptErrorRates
 from speechkit.models.whisper.finetuning import WhisperTrainingFeatures, teacher_forcing, token_cross_entropy
 from speechkit.models.whisper.transcribe import DecodingOptions, WhisperTranscriber
 from speechkit.pretrained.huggingface_whisper import export_whisper
@@ -49,22 +49,22 @@ class WhisperFineTuning(speechkit.Brain):
         if stage != Stage.TRAIN:
             transcripts = self.transcriber.decode_features(features, [self.hparams.language] * len(batch.id),
                                                            self.decoding)
-            self.wer_stats.append(batch.id, [t.text for t in transcripts], batch.text)
+            self.error_rates.append(batch.id, [t.text for t in transcripts], batch.text)
         return loss
 
     def on_stage_start(self, stage, epoch=None):
         if stage != Stage.TRAIN:  # decoding runs on the model itself (no DDP wrapper outside training)
             self.transcriber = WhisperTranscriber(self.modules.whisper, self.folder.generation,
                                                   self.folder.tokenizer)
-            self.wer_stats = ErrorRateStats(normalizer=self.normalizer)
+            self.error_rates = TranscriptErrorRates(normalizer=self.normalizer)
 
     def on_stage_end(self, stage, stage_loss, epoch=None):
         if stage == Stage.TRAIN:
             return None
         # summarize gathers every process's utterances (a collective), so the WER file holds them all.
-        rates = {"WER": self.wer_stats.summarize("error_rate")}
+        rates = self.error_rates.summarize()
         if stage == Stage.TEST and self.context.is_main:
-            self.wer_stats.write_stats(self.hparams.wer_file)
+            self.error_rates.write_stats(self.hparams.wer_file)
         return rates
 
 
@@ -86,7 +86,7 @@ def dataio_prepare(hparams: dict, manifests: dict, tokenizer, room: int) -> dict
             dataset = dataset.filtered_sorted(key_max_value={"duration": hparams["max_duration"]})
         elif split == "valid":
             dataset = dataset.filtered_sorted(select_n=hparams["valid_utterances"])
-        dataset.add_dynamic_item(read_audio, takes=["wav"], provides=["sig"])
+        dataset.add_dynamic_item(hparams["audio_policy"], takes=["wav"], provides=["sig"])  # 16 kHz mono
         dataset.add_dynamic_item(text_pipeline, takes=["id", "text"], provides=["tokens"])
         dataset.set_output_keys(["id", "sig", "text", "tokens"])
         datasets[split] = dataset

@@ -119,9 +119,13 @@ def test_a_transcript_too_long_for_the_decoder_is_refused_naming_its_id(tmp_path
     build_tokenizer(str(tmp_path))
     tokenizer = WhisperTokenizer.from_file(tmp_path / "tokenizer.json")
     manifests = {split: str(tiny_corpus / f"{split}.json") for split in ("train", "valid", "test")}
-    hparams = {"data_folder": str(tiny_corpus), "max_duration": 30.0, "valid_utterances": 2}
+    from speechkit.data.audio_policy import AudioPolicy
+
+    hparams = {"data_folder": str(tiny_corpus), "max_duration": 30.0, "valid_utterances": 2,
+               "audio_policy": AudioPolicy(sample_rate=16000, channels="mix", convert=True)}
     datasets = train.dataio_prepare(hparams, manifests, tokenizer, room=40)
     item = datasets["test"][0]
+    assert item["sig"].dim() == 1  # read through the audio policy: mono at 16 kHz
     assert tokenizer.decode(item["tokens"].tolist()) == " " + item["text"]  # Whisper's leading space
     short = train.dataio_prepare(hparams, manifests, tokenizer, room=2)["test"]
     message = r"utterance utt-test-\d+: its transcript is \d+ tokens, more than the 2 "
