@@ -10,8 +10,8 @@ Run (from this folder):
 The decoder learns each transcript after the prompt of the request (start of transcript, language, task,
 no timestamps) with teacher-forced cross-entropy (label smoothing optional); the waveform augmentations and
 SpecAugment on the log-mels regularize; the rate warms up then decays. Valid and test sets are decoded with
-speechkit's Whisper search and scored (WER) after Whisper's text normalisation. The best checkpoint by valid
-WER is written to ``export_folder`` in the transformers format (``speechkit transcribe``/``serve`` load it).
+speechkit's Whisper search and scored (WER) after Whisper's text normalisation. The best kept checkpoint by
+valid WER is written to ``export_folder`` in the transformers format (``speechkit transcribe``/``serve``).
 """
 from __future__ import annotations
 
