@@ -16,6 +16,7 @@ A model folder (see docs/pretrained.md) holds ``hyperparams.yaml`` declaring ``s
 from __future__ import annotations
 
 import inspect
+import json
 import logging
 import os
 import pathlib
@@ -41,7 +42,7 @@ from speechkit.pretrained.fetching import (
 )
 from speechkit.pretrained.interface_keys import check_interface_keys, describe_value, key_place
 from speechkit.pretrained.limits import DEFAULT_LIMITS, SourceLimits
-from speechkit.pretrained.registry import interface_named, register_interface
+from speechkit.pretrained.registry import interface_for_model_type, interface_named, register_interface
 
 logger = logging.getLogger(__name__)
 
@@ -120,6 +121,12 @@ class Pretrained(torch.nn.Module):
         """
         fetch_source = resolve_source(source)
         local = fetch_source.kind is FetchFrom.LOCAL
+        if local and hparams_file == "hyperparams.yaml":
+            whole = _transformers_folder_interface(cls, source)
+            if whole is not None:  # a transformers Whisper folder: config.json and no hyperparams.yaml
+                return whole.from_hparams(source, savedir, run_opts=run_opts, revision=revision,
+                                          allow_network=allow_network, cache_dir=cache_dir,
+                                          force_download=force_download, limits=limits, backend=backend)
         if savedir is None:
             strategy = FetchStrategy.IN_PLACE if local else strategy
             savedir = None if local else default_cache_dir() / "models" / _slug(fetch_source.path)
@@ -228,6 +235,31 @@ class Pretrained(torch.nn.Module):
         if self.trim_silence is not None:  # the model was trained on trimmed recordings: the same view
             wavs, lengths = trim_batch(wavs, lengths, self.sample_rate, **self.trim_silence)
         return wavs, lengths
+
+
+def _transformers_folder_interface(cls, source):
+    """The interface that loads ``source`` when it is a local transformers folder without a
+    ``hyperparams.yaml`` (``config.json`` naming a ``model_type`` speechkit loads as a whole recognizer:
+    Whisper), if ``cls`` is a recognizer or ``Pretrained`` itself; None for any other folder.
+
+    Raises:
+        HparamsError: another kind of interface (speaker, separation, ...) asked to load such a folder.
+    """
+    folder = pathlib.Path(os.path.expanduser(resolve_source(source).path))
+    config = folder / "config.json"
+    if (folder / "hyperparams.yaml").exists() or not config.is_file() or config.stat().st_size > 1 << 20:
+        return None
+    try:
+        model_type = json.loads(config.read_text(encoding="utf-8")).get("model_type")
+    except (ValueError, AttributeError, UnicodeDecodeError):
+        return None
+    interface = interface_for_model_type(model_type)
+    if interface is None:
+        return None
+    if cls is Pretrained or issubclass(cls, EncoderASR):
+        return interface
+    raise HparamsError(f"{source}: a {model_type} folder (config.json) is a speech recognizer; "
+                       f"{cls.__name__} cannot load it ({interface.__name__} or EncoderDecoderASR can)")
 
 
 @register_interface

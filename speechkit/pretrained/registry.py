@@ -12,6 +12,7 @@ Example:
 from __future__ import annotations
 
 import importlib
+from typing import Optional
 
 from speechkit.errors import HparamsError
 
@@ -27,6 +28,19 @@ SHIPPED_INTERFACES = {
     "Wav2Vec2Features": "speechkit.pretrained.wav2vec2_features",
     "Vocoder": "speechkit.pretrained.vocoder",
 }
+
+
+#: transformers ``model_type`` -> the module and class of the interface that loads such a folder as it is
+#: (no ``hyperparams.yaml``), imported when first looked up.
+TRANSFORMERS_FOLDER_INTERFACES = {"whisper": ("speechkit.pretrained.whisper_asr", "WhisperASR")}
+
+
+def interface_for_model_type(model_type) -> Optional[type]:
+    """The interface class that loads a transformers folder of ``model_type`` whole, or None."""
+    if not isinstance(model_type, str) or model_type not in TRANSFORMERS_FOLDER_INTERFACES:
+        return None
+    module, name = TRANSFORMERS_FOLDER_INTERFACES[model_type]
+    return getattr(importlib.import_module(module), name)
 
 
 def register_interface(cls: type) -> type:

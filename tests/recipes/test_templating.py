@@ -134,7 +134,7 @@ def _written_paths(copy: Path) -> list:
 
 
 @pytest.mark.parametrize("name", ["speech_recognition", "speech_recognition/ASR", "separation",
-                                  "ssl_finetune"])
+                                  "ssl_finetune", "whisper_finetune"])
 def test_every_path_a_copy_of_a_shipped_template_names_stays_inside_the_copy(tmp_path, name):
     copy = copy_template(name, tmp_path / "mine")
     paths = _written_paths(copy)

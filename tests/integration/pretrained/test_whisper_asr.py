@@ -187,3 +187,18 @@ def test_speechkit_serve_takes_a_whisper_folder(whisper_folder, tmp_path):
         status, answer = request_json(f"{server.url}/v1/models/whisper/transcribe", path.read_bytes())
     assert status == 200, answer
     assert answer["text"] == expected[0][0] and answer["tokens"] == expected[1][0]
+
+
+def test_the_generic_loaders_route_a_local_whisper_folder_to_whisper_asr(whisper_folder):
+    from speechkit.errors import HparamsError
+    from speechkit.pretrained import EncoderDecoderASR, Pretrained, SpeakerRecognition
+
+    wave = torch.randn(16000, generator=torch.Generator().manual_seed(5)) * 0.3
+    expected = WhisperASR.from_hparams(str(whisper_folder)).transcribe_batch(wave[None], language="en")
+    for interface in (Pretrained, EncoderDecoderASR):
+        loaded = interface.from_hparams(str(whisper_folder))
+        assert isinstance(loaded, WhisperASR)
+        assert loaded.transcribe_batch(wave[None], language="en") == expected
+    with pytest.raises(HparamsError, match=r"a whisper folder \(config.json\) is a speech recognizer; "
+                                           "SpeakerRecognition cannot load it"):
+        SpeakerRecognition.from_hparams(str(whisper_folder))

@@ -114,6 +114,7 @@ def _top_level_keys(path):
     ("templates/speech_recognition/ASR/train.py", "ASR", ["train.yaml", "finetune.yaml"]),
     ("templates/separation/train.py", "Separation", ["train.yaml"]),
     ("templates/ssl_finetune/train.py", "CTCFineTuning", ["train.yaml"]),
+    ("templates/whisper_finetune/train.py", "WhisperFineTuning", ["train.yaml"]),
 ])
 def test_the_templates_yamls_have_every_key_their_brain_reads(script, brain, yamls):
     cls = _brain_class(REPO / script, brain)

@@ -1,0 +1,1 @@
+../speech_recognition/ASR/prepare.py
