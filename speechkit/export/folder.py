@@ -18,7 +18,7 @@ import pathlib
 import shutil
 import tempfile
 
-from speechkit.errors import SpeechkitError
+from speechkit.errors import ExportError, SpeechkitError
 from speechkit.output_folder import check_model_output
 from speechkit.pretrained.backends import MANIFEST, SUFFIXES
 
@@ -26,10 +26,12 @@ logger = logging.getLogger(__name__)
 
 
 def export_folder(source, output, formats=("onnx",), force: bool = False, verify: bool = True,
-                  **load_options) -> pathlib.Path:
+                  quantize=None, **load_options) -> pathlib.Path:
     """Load the model folder ``source`` (local path, Hub repo id or URL), export its graphs in ``formats``
     into a copy of it at ``output``; every graph is checked against PyTorch first
-    (:func:`speechkit.export.convert.export_graph`) unless ``verify`` is False. Files are written with the
+    (:func:`speechkit.export.convert.export_graph`) unless ``verify`` is False. ``quantize="int8"`` also
+    writes each ONNX graph's int8 version (:mod:`speechkit.export.quantize`; the streaming step stays
+    float32), which the manifest then names, so ``backend="onnx"`` runs it. Files are written with the
     user's umask, as any other file (weights copied from a folder whose writer made them private too).
     Returns ``output``."""
     from speechkit.export.convert import export_graph
@@ -42,6 +44,7 @@ def export_folder(source, output, formats=("onnx",), force: bool = False, verify
     for fmt in formats:
         if fmt not in SUFFIXES:
             raise SpeechkitError(f"unknown export format {fmt!r}; use {' or '.join(SUFFIXES)}")
+    check_quantize(quantize, formats)
     fetch_source = resolve_source(source)
     local = fetch_source.kind is FetchFrom.LOCAL
     check_model_output(output, force, [pathlib.Path(os.path.expanduser(fetch_source.path))] if local else [])
@@ -65,7 +68,12 @@ def export_folder(source, output, formats=("onnx",), force: bool = False, verify
                     logger.info("exporting %s", name)
                     entry = export_graph(spec, tmp / name, fmt, verify=verify)
                     entry.update(spec.notes)
+                    if quantize and fmt == "onnx":
+                        _add_quantized(entry, spec, tmp / name, verify)
                     manifest["artefacts"][f"{spec.name}.{fmt}"] = entry
+            if quantize and not any("quantization" in e for e in manifest["artefacts"].values()):
+                raise ExportError(f"{type(interface).__name__}: none of its graphs has an operator int8 "
+                                  "dynamic quantisation applies to; export it without --quantize")
             step = stream_step_of(interface)
             for fmt in formats if step is not None else ():
                 name = f"stream_step{SUFFIXES[fmt]}"
@@ -82,6 +90,34 @@ def export_folder(source, output, formats=("onnx",), force: bool = False, verify
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
     return output
+
+
+def _add_quantized(entry: dict, spec, fp32_path: pathlib.Path, verify: bool) -> None:
+    """Write the int8 graph next to ``fp32_path`` and make ``entry`` name it; a graph without anything to
+    quantise (a mel front end) stays float32."""
+    from speechkit.export.quantize import NothingToQuantize, quantize_graph, quantized_name
+
+    int8_name = quantized_name(fp32_path.name)
+    try:
+        entry["quantization"] = quantize_graph(spec, fp32_path, fp32_path.with_name(int8_name), verify=verify)
+    except NothingToQuantize as error:
+        logger.info("%s stays float32: %s", fp32_path.name, error)
+        return
+    entry["file"] = int8_name
+
+
+def check_quantize(quantize, formats) -> None:
+    """Raise :class:`SpeechkitError` for a ``--quantize`` value or format it does not apply to."""
+    from speechkit.export.quantize import QUANTIZATIONS
+
+    if quantize is None:
+        return
+    if quantize not in QUANTIZATIONS:
+        raise SpeechkitError(f"--quantize {quantize}: unknown; use {' or '.join(QUANTIZATIONS)}")
+    if "torchscript" in formats:
+        raise SpeechkitError(f"--quantize {quantize} applies to ONNX graphs only; TorchScript (deprecated) "
+                             "is exported in float32: drop --format torchscript, or export it to another "
+                             "folder without --quantize")
 
 
 def current_umask() -> int:
@@ -129,6 +165,14 @@ def card_section(manifest: dict) -> str:
                    else f"largest difference to PyTorch {entry['max_abs_diff']:.2g}"
                    + (f" ({entry['max_rel_diff']:.2g} of the output's scale)" if entry.get("max_rel_diff")
                       is not None else ""))
+        quantized = entry.get("quantization")
+        if quantized:
+            checked = f"the float32 graph `{quantized['fp32_file']}`: {checked}; " + (
+                "int8 graph not checked against PyTorch (exported with --no-verify)"
+                if quantized["min_snr_db"] is None else
+                f"int8 graph: signal-to-error against PyTorch at least {quantized['min_snr_db']:.1f} dB "
+                f"(required: {quantized['required_snr_db']:g} dB)")
+            opset = f"int8 dynamic quantisation, {opset}"
         lines.append(f"- `{entry['file']}` ({entry['format']}, {opset}PyTorch {entry['torch']}): "
                      f"inputs {inputs}; outputs {outputs}; {checked}.")
     return "\n".join(lines) + "\n"

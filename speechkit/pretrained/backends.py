@@ -223,6 +223,16 @@ def check_manifest(manifest, path) -> None:
                     or not all(isinstance(n, str) and n for n in names):
                 raise HparamsError(f"{where}: '{field}' must name at least {least} tensor(s) (an object or a "
                                    f"list of names), got {names!r}"[:300])
+        quantization = entry.get("quantization")
+        if quantization is not None:
+            fp32 = quantization.get("fp32_file") if isinstance(quantization, dict) else None
+            if not isinstance(fp32, str) or not fp32:
+                raise HparamsError(f"{where}: 'quantization' must be an object whose 'fp32_file' names the "
+                                   f"float graph, got {quantization!r}"[:300])
+            try:
+                check_relative_name(fp32, f"{where}: 'quantization.fp32_file'")
+            except SpeechkitError as error:
+                raise HparamsError(str(error)) from None
         min_time = entry.get("min_time", 1)
         if isinstance(min_time, bool) or not isinstance(min_time, int) or not 1 <= min_time <= 1 << 20:
             raise HparamsError(f"{where}: 'min_time' must be an integer from 1 to {1 << 20}, got "

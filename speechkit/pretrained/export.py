@@ -53,6 +53,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "id or URL) instead of a recipe's checkpoint (with --format).")
     parser.add_argument("--format", action="append", default=[], choices=["onnx", "torchscript"],
                         help="Also write the model's graphs in this format (repeatable; docs/deploy.md).")
+    parser.add_argument("--quantize", default=None, choices=["int8"],
+                        help="Also write each ONNX graph's int8 version (dynamic quantisation), checked "
+                        "against PyTorch with int8's tolerance; backend='onnx' then runs it "
+                        "(docs/deploy.md).")
     parser.add_argument("--output", required=True, help="The model folder to write.")
     group = parser.add_mutually_exclusive_group()
     group.add_argument("--min-key", default=None, help="Pick the checkpoint with the lowest value (WER).")
@@ -72,7 +76,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.format or args.model:  # exported graphs (speechkit.export)
+    if args.format or args.model or args.quantize:  # exported graphs (speechkit.export)
         from speechkit.export.cli import run_export
 
         return run_export(args, export_model)

@@ -45,6 +45,10 @@ def _identity_graph(path):
     (lambda m: m["artefacts"]["recognizer.onnx"].update(outputs=7), "'outputs' must name at least 1"),
     (lambda m: m["artefacts"]["recognizer.onnx"].update(min_time="400"), "'min_time' must be an integer"),
     (lambda m: m["artefacts"].update({"recognizer.onnx": "x"}), "must be an object, got str"),
+    (lambda m: m["artefacts"]["recognizer.onnx"].update(quantization="int8"), "'quantization' must be an "
+     "object whose 'fp32_file'"),
+    (lambda m: m["artefacts"]["recognizer.onnx"].update(quantization={"fp32_file": "/etc/passwd"}),
+     "'quantization.fp32_file'"),
 ])
 def test_each_bad_field_of_export_json_is_named(tmp_path, change, field):
     manifest = {"interface": "EncoderASR", "artefacts": {"recognizer.onnx": dict(GOOD_ENTRY)}}
