@@ -1,10 +1,11 @@
-"""Inference speed of exported graphs: PyTorch eager, TorchScript and onnxruntime, in one run.
+"""Inference speed of exported graphs: PyTorch eager, TorchScript, onnxruntime float32 and int8, in one run.
 
 For the demo's recognizer (templates/speech_recognition: fbank, per-utterance normalization, 3 bidirectional
 LSTM layers of 192 units, CTC head), the ``small`` Conv-TasNet (8 kHz) and the recipe's vocoder generator
 (``small`` iSTFT preset), all with random weights (speed does not depend on them): each model is exported
-(and checked against PyTorch, as ``speechkit export`` does), then every backend runs batches of 1 and 8 items
-of ``--seconds`` of audio on 1 and 2 threads.
+(and checked against PyTorch, as ``speechkit export`` does; the int8 graph as ``speechkit export --quantize
+int8`` writes and checks it), then every backend runs batches of 1 and 8 items of ``--seconds`` of audio on 1
+and 2 threads.
 
 On a shared machine one backend's measurement can fall in a quiet moment and the next one's in a busy one
 (single measurements gave 0.21x and 1.81x for the same pair): so the backends are timed interleaved (one
@@ -18,6 +19,7 @@ millisecond; an allocator keeps memory it took for an earlier measurement, so la
 Usage:
     python benchmarks/export.py                       # the three models, batch 1 and 8, 1 and 2 threads
     python benchmarks/export.py --models recognizer --seconds 2 --repeats 30 --threads 1 --batches 1
+    python benchmarks/export.py --backends eager onnxruntime onnxruntime-int8 --repeats 60
 """
 from __future__ import annotations
 
@@ -38,9 +40,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from speechkit.export.convert import export_graph  # noqa: E402
 from speechkit.export.graphs import graph_specs  # noqa: E402
+from speechkit.export.quantize import quantize_graph  # noqa: E402
 from speechkit.pretrained.backends import ORT_OPTIMIZATION, load_graph  # noqa: E402
 
 MODELS = ("recognizer", "separator", "vocoder")
+BACKENDS = ("eager", "torchscript", "onnxruntime", "onnxruntime-int8")
 
 
 class _Tokenizer:
@@ -146,6 +150,11 @@ def measure_model(name: str, args, folder: Path) -> list:
         files = {fmt: folder / f"{spec.name}.{fmt}" for fmt in ("onnx", "torchscript")}
         for fmt, path in files.items():
             export_graph(spec, path, fmt)
+        files["int8"] = folder / f"{spec.name}.int8.onnx"
+        snr = quantize_graph(spec, files["onnx"], files["int8"])["min_snr_db"]
+        print(f"{name} ({spec.name}): int8 graph {files['int8'].stat().st_size / 2 ** 20:.2f} MiB "
+              f"(float32 {files['onnx'].stat().st_size / 2 ** 20:.2f} MiB), signal-to-error against PyTorch "
+              f"at least {snr:.1f} dB", flush=True)
         steps = int(round(args.seconds / step_seconds))
         for batch in args.batches:
             x = spec.example([steps] * batch)
@@ -153,11 +162,8 @@ def measure_model(name: str, args, folder: Path) -> list:
             audio = batch * steps * step_seconds
             for threads in args.threads:
                 torch.set_num_threads(threads)
-                backends = {"eager": _eager(spec.module),
-                            "torchscript": load_graph(files["torchscript"], "torchscript", spec.input_names,
-                                                      spec.output_names),
-                            "onnxruntime": load_graph(files["onnx"], "onnx", spec.input_names,
-                                                      spec.output_names, threads=threads)}
+                chosen = ["eager"] + [b for b in args.backends if b != "eager"]
+                backends = {b: open_backend(b, spec, files, threads) for b in chosen}
                 timings = timed_interleaved(backends, (x, lengths), args.repeats)
                 eager_seconds = timings["eager"][0]
                 for backend, (median, low, high) in timings.items():
@@ -166,6 +172,16 @@ def measure_model(name: str, args, folder: Path) -> list:
                                      spread=(low / median, high / median), speedup=eager_seconds / median,
                                      mib=peak_memory(backends[backend], (x, lengths))))
     return rows
+
+
+def open_backend(backend: str, spec, files: dict, threads: int):
+    """``run(x, lengths)`` of ``backend`` for the graph ``spec`` (``files``: format -> exported file)."""
+    if backend == "eager":
+        return _eager(spec.module)
+    if backend == "torchscript":
+        return load_graph(files["torchscript"], "torchscript", spec.input_names, spec.output_names)
+    path = files["int8" if backend == "onnxruntime-int8" else "onnx"]
+    return load_graph(path, "onnx", spec.input_names, spec.output_names, threads=threads)
 
 
 def _eager(module):
@@ -184,6 +200,8 @@ def main(argv=None) -> int:
     parser.add_argument("--seconds", type=float, default=4.0, help="Audio per item.")
     parser.add_argument("--repeats", type=int, default=30,
                         help="Interleaved rounds per row (each backend's median is kept).")
+    parser.add_argument("--backends", nargs="+", default=list(BACKENDS), choices=BACKENDS,
+                        help="Backends to time (eager always: the ratios are against it).")
     parser.add_argument("--tiny", action="store_true", help="Tiny models (a smoke test of the script).")
     args = parser.parse_args(argv)
     warnings.simplefilter("ignore")

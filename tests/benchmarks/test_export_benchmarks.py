@@ -24,10 +24,12 @@ def test_export_benchmark_prints_a_row_per_backend(capsys):
     assert out.startswith("machine: ") and "medians of 3 interleaved rounds" in out
     assert "intra_op_num_threads=N" in out and "graph optimisation level ORT_ENABLE_ALL" in out
     rows = _rows(out)[1:]
-    assert [row.split(" | ")[2] for row in rows] == ["eager", "torchscript", "onnxruntime"] * 2
+    assert [row.split(" | ")[2] for row in rows] == ["eager", "torchscript", "onnxruntime",
+                                                     "onnxruntime-int8"] * 2
+    assert "int8 graph" in out and "signal-to-error against PyTorch" in out
     spreads = [row.split(" | ")[6].split("-") for row in rows]
     assert all(float(low) <= 1.0 <= float(high) for low, high in spreads)
-    assert all(row.split(" | ")[7] == "1.00x" for row in rows[::3])  # eager against itself
+    assert all(row.split(" | ")[7] == "1.00x" for row in rows[::4])  # eager against itself
 
 
 def test_streaming_benchmark_prints_a_row_per_decoding_rate_and_chunk_size(capsys):
