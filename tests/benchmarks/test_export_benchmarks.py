@@ -1,5 +1,5 @@
-"""benchmarks/export.py and benchmarks/streaming.py run and print their tables (tiny models; the figures are
-not checked)."""
+"""benchmarks/export.py, benchmarks/streaming.py and benchmarks/quantize.py run and print their tables (tiny
+models or a few training steps; the figures are not checked)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -39,3 +39,14 @@ def test_streaming_benchmark_prints_a_row_per_decoding_rate_and_chunk_size(capsy
     cells = [[cell.strip() for cell in row.strip("|").split("|")][:3] for row in rows]
     assert cells == [[decoding, rate, chunk] for decoding in ("greedy", "beam+lm", "beam+lm rerun")
                      for rate in ("16000", "48000") for chunk in ("160", "640")]
+
+
+@pytest.mark.slow
+def test_quantize_benchmark_prints_a_row_per_model_and_backend(capsys):
+    benchmark = load_script(BENCHMARKS / "quantize.py", "quantize_benchmark")
+    assert benchmark.main(["--steps", "2", "--test-items", "4"]) == 0
+    out = capsys.readouterr().out
+    rows = _rows(out)[1:]
+    assert [row.split(" | ")[1] for row in rows] == ["PyTorch", "onnxruntime float32", "onnxruntime int8"] * 2
+    assert all(row.split(" | ")[3] == "+0.00 |" for row in rows[::3])  # PyTorch against itself
+    assert "int8 graph checked" in out
