@@ -14,6 +14,7 @@ pytest.importorskip("onnxruntime")
 from speechkit.errors import ExportError, SpeechkitError  # noqa: E402
 from speechkit.export import export_folder, export_graph, load_graph, quantize  # noqa: E402
 from speechkit.export.graphs import graph_specs  # noqa: E402
+from speechkit.metrics.error_rate import score_utterance, summarize_scores  # noqa: E402
 from speechkit.metrics.si_snr import si_snr  # noqa: E402
 from speechkit.pretrained import Pretrained  # noqa: E402
 from tests.helpers import job_models  # noqa: E402
@@ -59,7 +60,10 @@ def test_int8_recognizer_transcribes_close_to_pytorch(quantized):
     agree = (got.argmax(-1) == expected.argmax(-1)).float().mean()
     assert agree >= 0.9, agree
     texts = graph.transcribe_batch(wavs, lengths)[0]
-    assert len(texts) == 3 and any(texts)
+    expected_texts = reference.transcribe_batch(wavs, lengths)[0]
+    # a random-weight model has near-ties between letters, which int8 rounding may flip: a bounded change
+    scores = {i: score_utterance(list(e), list(t)) for i, (e, t) in enumerate(zip(expected_texts, texts))}
+    assert summarize_scores(scores)["WER"] <= 20.0 and any(texts)
 
 
 def test_int8_separator_sources_stay_close_in_si_snr(quantized):
