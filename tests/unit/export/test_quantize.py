@@ -116,3 +116,12 @@ def test_cli_quantizes_and_refuses_torchscript_before_writing(tmp_path, capsys):
     assert graph(torch.randn(1, 900), torch.tensor([900]))[0].shape == (1, 2, 900)
     with pytest.raises(SpeechkitError, match="--quantize int4: unknown; use int8"):
         export_folder(source, tmp_path / "other", quantize="int4")
+
+
+def test_no_verify_skips_the_int8_check_and_says_so(tmp_path):
+    source = job_models.write_separation_model(tmp_path / "model")
+    out = export_folder(source, tmp_path / "out", quantize="int8", verify=False)
+    entry = json.loads((out / "export.json").read_text())["artefacts"]["separator.onnx"]
+    assert entry["file"] == "separator.int8.onnx" and entry["quantization"]["min_snr_db"] is None
+    card = (out / "README.md").read_text()
+    assert "int8 graph not checked against PyTorch (exported with --no-verify)" in card
