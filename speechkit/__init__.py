@@ -16,9 +16,9 @@ __version__ = "0.1.0"
 _LAZY = {
     "Brain": "speechkit.brain",
     "Stage": "speechkit.stage",
-    "load_hparams": "speechkit.hparams",
-    "parse_arguments": "speechkit.run_options",
-    "RunOptions": "speechkit.run_options",
+    "load_hparams": "speechkit.experiment.hparams",
+    "parse_arguments": "speechkit.experiment.run_options",
+    "RunOptions": "speechkit.experiment.run_options",
     "create_experiment_directory": "speechkit.experiment",
     "Checkpointer": "speechkit.checkpoints",
     "distributed": "speechkit.distributed",

@@ -31,9 +31,9 @@ import torch
 
 from speechkit import distributed
 from speechkit.augment.core import item_seeds
-from speechkit.checkpoint_averaging import load_average
-from speechkit.checkpoint_selection import load_module_weights
 from speechkit.checkpoints import read_checkpoint
+from speechkit.checkpoints.averaging import load_average
+from speechkit.checkpoints.selection import load_module_weights
 from speechkit.distributed.signals import TRAINING_SIGNALS, PreemptionHandler, any_rank
 from speechkit.engine.accumulation import (
     describe_effective_batch,
@@ -57,8 +57,8 @@ from speechkit.engine.resume import optimizer_hyperparameters, reconcile_optimiz
 from speechkit.engine.rng import RandomStates
 from speechkit.engine.tensorboard import TensorBoardLog
 from speechkit.errors import EXIT_INTERRUPTED, EXIT_PREEMPTED, DataError, RunOptionsError
-from speechkit.hparams_keys import check_keys_read
-from speechkit.run_options import RunOptions
+from speechkit.experiment.hparams_keys import check_keys_read
+from speechkit.experiment.run_options import RunOptions
 from speechkit.stage import Stage
 from speechkit.threads import ThreadPlan, configure_threads, local_processes
 
@@ -73,7 +73,7 @@ class Brain:
         opt_class: called with the parameters to build the optimizer (``!name:torch.optim.Adam`` in YAML).
         hparams: the loaded hyperparameters, available as ``self.hparams.<key>``; top-level keys named like a
             run option (``precision: bf16``) set that option unless the command line did.
-        run_opts: :class:`~speechkit.run_options.RunOptions` (or a dict of option values).
+        run_opts: :class:`~speechkit.experiment.run_options.RunOptions` (or a dict of option values).
         checkpointer: a :class:`~speechkit.checkpoints.Checkpointer`; Brain adds the optimizer, scaler,
             scheduler, epoch counter, train loader, RNG states and its own counters to it.
         trainable_modules: names of the modules that learn (default: the hparams key ``trainable_modules``,
@@ -97,7 +97,7 @@ class Brain:
         trainable_modules: Optional[list] = None,
         lr_scheduler: Any = None,
     ):
-        source = getattr(hparams, "path", "")  # the YAML file, when loaded by speechkit.hparams
+        source = getattr(hparams, "path", "")  # the YAML file, when loaded by speechkit.experiment.hparams
         hparams = dict(hparams or {})
         # A key the methods read but the YAML lacks fails now, not at the first validation.
         check_keys_read(type(self), hparams, stop=Brain, source=source)
