@@ -36,6 +36,16 @@ def training_modules(
     return torch.nn.ModuleDict(wrapped)
 
 
+def set_training_modes(modules: torch.nn.ModuleDict, raw_modules: torch.nn.ModuleDict,
+                       trainable: frozenset) -> None:
+    """Training mode for ``modules`` (the training view), eval mode for the frozen ones among
+    ``raw_modules``: no dropout, no running statistics updated, so their weights stay bit-identical."""
+    modules.train()
+    for name, module in raw_modules.items():
+        if name not in trainable:
+            module.eval()
+
+
 def gradient_sync(modules: torch.nn.ModuleDict, dist: Any, final: bool) -> contextlib.ExitStack:
     """A context without gradient all-reduce (``dist.no_sync``) unless ``final`` (the cycle's last batch)."""
     stack = contextlib.ExitStack()
