@@ -23,7 +23,9 @@ from speechkit.engine.progress import StageStats
 
 @dataclass
 class LoopCounters:
-    """Attributes:
+    """Where the training loop stands.
+
+    Attributes:
         step: batches done in the current stage.
         optimizer_steps: optimizer steps of the whole run.
         train_position: batches of the current training epoch done (0 between epochs).
