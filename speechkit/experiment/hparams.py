@@ -6,6 +6,13 @@ hyperpyyaml would report vaguely or not at all: malformed YAML, an override for 
 a ``!ref`` to a missing key, a class or function that cannot be imported. ``!include:`` paths are made
 absolute relative to the file that includes them, whatever the working directory.
 
+A whole file can build on another: a file whose top-level mapping is tagged ``!include:base.yaml`` is
+``base.yaml`` with the file's keys as overrides (checked like command-line overrides: each must name a key of
+the base), so a recipe that shares a template's settings writes only what differs::
+
+    !include:../../../templates/speech_recognition/ASR/hparams/train.yaml
+    number_of_epochs: 10
+
 Example:
     >>> hparams = load_hparams("hparams/train.yaml", {"lr": 0.1, "model.dim": 256})  # doctest: +SKIP
     >>> hparams["lr"]  # doctest: +SKIP
@@ -134,9 +141,7 @@ def resolve_hparams_text(
     With ``include_folder``, each ``!include:`` names a copy of the included file written there, with its
     overrides applied and without comments, instead of the file itself.
     """
-    tree = _read_tree(path)
-    if not isinstance(tree, dict):
-        raise HparamsError(f"{path}: the top level must be a mapping of keys, got {type(tree).__name__}")
+    tree = _read_file(path)
     override_tree = _override_tree(overrides, path)
     seed = getattr(run_opts, "seed", None)
     if seed is not None and "seed" in getattr(run_opts, "explicit", ()) and "seed" in tree:
@@ -189,6 +194,40 @@ def _drop_comments(node: Any) -> None:
 def _round_trip() -> ruamel.yaml.YAML:
     yaml = ruamel.yaml.YAML()  # round trip: keeps tags and line numbers
     return yaml
+
+
+def _read_file(path: str, extending: tuple = ()) -> dict:
+    """The tree of the hparams file ``path``: a top-level mapping, with the file it extends (a top-level
+    ``!include:``) read first and this file's keys applied to it as overrides."""
+    tree = _read_tree(path)
+    if not isinstance(tree, dict):
+        raise HparamsError(f"{path}: the top level must be a mapping of keys, got {type(tree).__name__}")
+    tag = _tag(tree)
+    if not tag.startswith("!include:"):
+        return tree
+    folder = os.path.dirname(os.path.abspath(path))
+    base = os.path.normpath(os.path.join(folder, tag[len("!include:") :]))
+    if not os.path.isfile(base):
+        raise HparamsError(f"{path}: the file it extends (top-level !include) is not found: {base}")
+    if base in extending:
+        raise HparamsError(f"{path}: the files extending each other form a circle: "
+                           + " -> ".join([*extending, os.path.abspath(path), base]))
+    base_tree = _read_file(base, (*extending, os.path.abspath(path)))
+    _absolute_includes(base_tree, os.path.dirname(base))  # the base's own includes are relative to it
+    overrides = dict(tree)
+    _absolute_includes(overrides, folder)
+    _apply_overrides(base_tree, overrides, f"{path} (extending {base})", prefix="")
+    return base_tree
+
+
+def _absolute_includes(node: Any, folder: str) -> None:
+    """Make every relative ``!include:`` path under ``node`` absolute, relative to ``folder``, in place."""
+    included = _tag(node)[len("!include:") :] if _tag(node).startswith("!include:") else ""
+    if included and not os.path.isabs(included):
+        node.yaml_set_ctag(ruamel.yaml.comments.Tag(suffix="!include:" + os.path.join(folder, included)))
+    children = node.values() if isinstance(node, dict) else node if isinstance(node, list) else ()
+    for child in children:
+        _absolute_includes(child, folder)
 
 
 def _read_tree(path: str) -> Any:
@@ -376,7 +415,7 @@ def _check_tree(
         absolute = included if os.path.isabs(included) else os.path.join(base_dir, included)
         if not os.path.isfile(absolute):
             raise HparamsError(f"{where}: key '{key}': included file not found: {absolute}")
-        inner = _read_tree(absolute)
+        inner = _read_file(absolute)
         if isinstance(inner, dict):
             inner_overrides = {k: v for k, v in node.items()} if isinstance(node, dict) else {}
             _apply_overrides(inner, inner_overrides, absolute, prefix=f"{key}.")
@@ -424,7 +463,7 @@ def _check_reference(text: str, root: dict, where: str, key: str, tag: str) -> N
         for part in name.split("["):
             part = part.strip("]").strip()
             if _tag(branch).startswith("!include:") and not (isinstance(branch, dict) and part in branch):
-                branch = _read_tree(_tag(branch)[len("!include:") :])  # made absolute by _check_tree
+                branch = _read_file(_tag(branch)[len("!include:") :])  # made absolute by _check_tree
             if not isinstance(branch, dict) or part not in branch:
                 raise HparamsError(f"{where}: key '{key}': {tag} <{reference}> names no key '{name}'")
             branch = branch[part]
