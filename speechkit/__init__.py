@@ -8,7 +8,7 @@ The names most recipes need are importable from the top level::
 """
 from __future__ import annotations
 
-import importlib
+from speechkit.lazy_exports import lazy_exports
 
 __version__ = "0.1.0"
 
@@ -16,20 +16,15 @@ __version__ = "0.1.0"
 _LAZY = {
     "Brain": "speechkit.brain",
     "Stage": "speechkit.stage",
-    "load_hparams": "speechkit.hparams",
-    "parse_arguments": "speechkit.run_options",
-    "RunOptions": "speechkit.run_options",
+    "load_hparams": "speechkit.experiment.hparams",
+    "parse_arguments": "speechkit.experiment.run_options",
+    "RunOptions": "speechkit.experiment.run_options",
     "create_experiment_directory": "speechkit.experiment",
     "Checkpointer": "speechkit.checkpoints",
-    "distributed": "speechkit.distributed",
+    "distributed": ("speechkit.distributed", None),
 }
 
-
-def __getattr__(name: str):
-    if name in _LAZY:
-        module = importlib.import_module(_LAZY[name])
-        return module if module.__name__.endswith(name) else getattr(module, name)
-    raise AttributeError(f"module 'speechkit' has no attribute {name!r}")
+__getattr__ = lazy_exports(__name__, _LAZY)
 
 
 __all__ = sorted(_LAZY)

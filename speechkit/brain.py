@@ -1,11 +1,11 @@
 """Brain: the fit and evaluate loops, delegating everything else to small collaborators.
 
 A recipe subclasses :class:`Brain` and writes ``compute_forward(batch, stage)`` and
-``compute_objectives(predictions, batch, stage)`` (a loss averaged over the batch's items). Devices and
-processes (:mod:`speechkit.distributed`), precision (:mod:`speechkit.engine.precision`), accumulation,
-clipping and the non-finite guard (:mod:`speechkit.engine.optimization`), loaders
-(:mod:`speechkit.engine.loaders`), progress and stage summaries (:mod:`speechkit.engine.progress`) and
-checkpoints (:mod:`speechkit.checkpoints`) live elsewhere.
+``compute_objectives(predictions, batch, stage)`` (a loss averaged over the batch's items). Brain holds the
+hooks and the loops; devices and processes (:mod:`speechkit.distributed`) and the rest live in
+:mod:`speechkit.engine`: the run's plan (``run_plan``), precision, the optimization step, loaders, progress,
+the LR schedule's steps (``schedule_steps``), the loop's counters (``counters``) and when to save and load
+checkpoints (``checkpointing``; :mod:`speechkit.checkpoints` writes and reads them).
 
 Example:
     >>> class Regression(Brain):
@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import logging
 import os
-import time
-from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, Optional
 
@@ -31,15 +29,9 @@ import torch
 
 from speechkit import distributed
 from speechkit.augment.core import item_seeds
-from speechkit.checkpoint_averaging import load_average
-from speechkit.checkpoint_selection import load_module_weights
-from speechkit.checkpoints import read_checkpoint
-from speechkit.distributed.signals import TRAINING_SIGNALS, PreemptionHandler, any_rank
-from speechkit.engine.accumulation import (
-    describe_effective_batch,
-    resolve_accumulation,
-    total_optimizer_steps,
-)
+from speechkit.distributed.signals import TRAINING_SIGNALS, PreemptionHandler
+from speechkit.engine.checkpointing import CheckpointPolicy, exit_after_signal
+from speechkit.engine.counters import LoopCounters, counter_attribute
 from speechkit.engine.device_speed import build_optimizer, is_cuda, loader_options_for
 from speechkit.engine.early_stopping import EarlyStopping
 from speechkit.engine.loaders import batch_items, build_loader, describe_data, move_to
@@ -47,18 +39,20 @@ from speechkit.engine.modules import (
     freeze_modules,
     gradient_sync,
     note_weight_origins,
+    set_training_modes,
     trainable_parameters,
     training_modules,
 )
 from speechkit.engine.optimization import OptimizationStep
 from speechkit.engine.precision import Precision
-from speechkit.engine.progress import ProgressBar, StageStats, TrainLog, summary_line
-from speechkit.engine.resume import optimizer_hyperparameters, reconcile_optimizers
+from speechkit.engine.progress import ProgressBar, StageStats, TrainLog, summary_line, train_log_path
 from speechkit.engine.rng import RandomStates
+from speechkit.engine.run_plan import loader_length, plan_run
+from speechkit.engine.schedule_steps import current_lr, start_schedule, step_after_batch, step_after_epoch
 from speechkit.engine.tensorboard import TensorBoardLog
-from speechkit.errors import EXIT_INTERRUPTED, EXIT_PREEMPTED, DataError, RunOptionsError
-from speechkit.hparams_keys import check_keys_read
-from speechkit.run_options import RunOptions
+from speechkit.errors import DataError
+from speechkit.experiment.hparams_keys import check_keys_read
+from speechkit.experiment.run_options import RunOptions
 from speechkit.stage import Stage
 from speechkit.threads import ThreadPlan, configure_threads, local_processes
 
@@ -73,7 +67,7 @@ class Brain:
         opt_class: called with the parameters to build the optimizer (``!name:torch.optim.Adam`` in YAML).
         hparams: the loaded hyperparameters, available as ``self.hparams.<key>``; top-level keys named like a
             run option (``precision: bf16``) set that option unless the command line did.
-        run_opts: :class:`~speechkit.run_options.RunOptions` (or a dict of option values).
+        run_opts: :class:`~speechkit.experiment.run_options.RunOptions` (or a dict of option values).
         checkpointer: a :class:`~speechkit.checkpoints.Checkpointer`; Brain adds the optimizer, scaler,
             scheduler, epoch counter, train loader, RNG states and its own counters to it.
         trainable_modules: names of the modules that learn (default: the hparams key ``trainable_modules``,
@@ -97,7 +91,7 @@ class Brain:
         trainable_modules: Optional[list] = None,
         lr_scheduler: Any = None,
     ):
-        source = getattr(hparams, "path", "")  # the YAML file, when loaded by speechkit.hparams
+        source = getattr(hparams, "path", "")  # the YAML file, when loaded by speechkit.experiment.hparams
         hparams = dict(hparams or {})
         # A key the methods read but the YAML lacks fails now, not at the first validation.
         check_keys_read(type(self), hparams, stop=Brain, source=source)
@@ -112,7 +106,7 @@ class Brain:
         self.device = self.context.device
         self.modules = torch.nn.ModuleDict(modules or {}).to(self.device)
         self._raw_modules = self.modules  # evaluation always runs on these (never DDP-wrapped)
-        self._wrapped: Optional[torch.nn.ModuleDict] = None  # the training view, built at fit start
+        self._wrapped = self.modules  # the training view (wrapped for several processes at fit start)
         if trainable_modules is None:
             trainable_modules = hparams.get("trainable_modules")
         self.trainable_modules = freeze_modules(self._raw_modules, trainable_modules)
@@ -126,24 +120,18 @@ class Brain:
         self.optimization: Optional[OptimizationStep] = None
         self.lr_scheduler = lr_scheduler if lr_scheduler is not None else hparams.get("lr_scheduler")
         self.total_optimizer_steps: Optional[int] = None  # of the whole run; known when fit starts
-        self.step = 0  # batches done in the current stage
-        self.optimizer_steps = 0
-        self.train_position = 0  # batches of the current training epoch done (0 between epochs)
-        self.train_stats = StageStats()
+        self.counters = LoopCounters()
+        self.checkpointing = CheckpointPolicy(self.device)
         self.rng_states = RandomStates()
         self.preemption = PreemptionHandler(TRAINING_SIGNALS, device=self.device)
         self.thread_plan: Optional[ThreadPlan] = None  # chosen when fit or evaluate starts
-        self.train_log = TrainLog(self._train_log_path(hparams), self.context.is_main)
+        self.train_log = TrainLog(train_log_path(self.run_opts, hparams), self.context.is_main)
         self.tensorboard = TensorBoardLog(self.run_opts.tensorboard, self.context.is_main)
         self.train_loader: Any = None
         self.valid_loader: Any = None
         self.epoch_counter: Any = None
-        self.lr_in_epoch: Optional[float] = None
-        self.train_loss: Optional[float] = None
-        self.train_metrics: Optional[dict] = None
-        self._recovered_optimization: dict = {}
-        self._saves_mark = 0  # checkpoint saves counted before on_stage_end: did the hook save one?
-        self._last_ckpt_clock = time.monotonic()
+        self.lr_in_epoch: Optional[float] = None  # the rate at the start of the training epoch
+        self.train_loss, self.train_metrics = None, None  # of the last training epoch
         self._last_in_epoch = False
         self._stop = False
         self.early_stopping = EarlyStopping.from_options(self.run_opts)
@@ -153,9 +141,8 @@ class Brain:
         raise NotImplementedError("a Brain subclass must define compute_forward(batch, stage)")
 
     def compute_objectives(self, predictions: Any, batch: Any, stage: Stage) -> torch.Tensor:
-        raise NotImplementedError(
-            "a Brain subclass must define compute_objectives(predictions, batch, stage)"
-        )
+        raise NotImplementedError("a Brain subclass must define "
+                                  "compute_objectives(predictions, batch, stage)")
 
     def on_fit_start(self) -> None:
         """Compile, wrap for several processes, build the optimizers, register recoverables, recover.
@@ -165,15 +152,11 @@ class Brain:
         """
         self._compile_and_wrap()
         self.init_optimizers()
-        self._register_recoverables()
-        if self.checkpointer is not None:
-            from_hparams = optimizer_hyperparameters(self.optimizers_dict)
-            self.checkpointer.acquire_writer_lock()
-            recovered = self.checkpointer.recover_if_possible()
-            if recovered is not None:
-                policy = self.run_opts.resume_optimizer_hparams
-                scheduled = ("lr",) if self.lr_scheduler is not None else ()  # the scheduler sets lr anyway
-                reconcile_optimizers(self.optimizers_dict, from_hparams, policy, recovered.path, scheduled)
+        recoverables = {**self.optimizers_dict, "scaler": self.precision.scaler,
+                        "lr_scheduler": self.lr_scheduler, "epoch_counter": self.epoch_counter,
+                        "train_loader": self.train_loader, "rng_states": self.rng_states, "brain": self}
+        self.checkpointing.recover(self.checkpointer, self.run_opts, recoverables, self.optimizers_dict,
+                                   self.lr_scheduler)
         if self.train_position == 0:
             self.rng_states.forget_pending()  # recovered between epochs: nothing to re-align later
 
@@ -203,30 +186,8 @@ class Brain:
         """Load the best checkpoint (by ``min_key``/``max_key``; the newest without a key); with
         ``--average_checkpoints N``, then the average of the N best checkpoints' module weights; with
         ``--eval_checkpoint PATH``, that checkpoint (a run's, or an averaged one's module weights)."""
-        if self.run_opts.eval_checkpoint:
-            self._load_chosen_checkpoint(self.run_opts.eval_checkpoint)
-        elif self.checkpointer is not None:
-            found = self.checkpointer.recover_if_possible(min_key=min_key, max_key=max_key)
-            if found is None:
-                logger.warning(
-                    "No checkpoint to evaluate in %s; evaluating the current weights",
-                    self.checkpointer.checkpoints_dir,
-                )
-            elif self.run_opts.average_checkpoints > 1:
-                load_average(self.checkpointer, self.run_opts.average_checkpoints, min_key, max_key)
-
-    def _load_chosen_checkpoint(self, path: str) -> None:
-        if self.run_opts.average_checkpoints > 1:
-            raise RunOptionsError("--eval_checkpoint and --average_checkpoints both choose the weights to "
-                                  "evaluate: give one (an averaged checkpoint is written by speechkit "
-                                  "average-checkpoints)")
-        checkpoint = read_checkpoint(path)
-        if self.checkpointer is not None and "averaged" not in checkpoint.info:
-            self.checkpointer.load_checkpoint(checkpoint)
-        else:  # an averaged checkpoint holds the module weights only
-            owner = self.checkpointer.recoverables if self.checkpointer is not None else self._raw_modules
-            load_module_weights(dict(owner), checkpoint)
-        logger.info("Evaluating the checkpoint %s (--eval_checkpoint)", checkpoint.path)
+        self.checkpointing.load_for_evaluation(self.checkpointer, self.run_opts, self._raw_modules, min_key,
+                                               max_key)
 
     def on_fit_batch_start(self, batch: Any) -> None:
         """Called before each training batch (on the device already)."""
@@ -241,7 +202,7 @@ class Brain:
         batch = move_to(batch, self.device, is_cuda(self.device))
         self.on_fit_batch_start(batch)
         final = self.optimization.is_final_micro_batch(self._last_in_epoch)
-        with self._gradient_sync(final):
+        with gradient_sync(self._wrapped, self.dist, final):
             with self.precision.autocast():
                 predictions = self.compute_forward(batch, Stage.TRAIN)
                 loss = self.compute_objectives(predictions, batch, Stage.TRAIN)
@@ -254,12 +215,11 @@ class Brain:
         return loss
 
     def optimizer_step(self) -> None:
-        lr = self._current_lr()  # the rate this step used
+        lr = current_lr(self.optimizer)  # the rate this step used
         self.optimization.step()
         self.optimizer_steps += 1
         self.tensorboard.step_values(self.optimizer_steps, lr)
-        if self.lr_scheduler is not None and getattr(self.lr_scheduler, "interval", None) == "batch":
-            self.lr_scheduler.step(self.optimizer)
+        step_after_batch(self.lr_scheduler, self.optimizer)
 
     @torch.no_grad()
     def evaluate_batch(self, batch: Any, stage: Stage) -> torch.Tensor:
@@ -301,42 +261,18 @@ class Brain:
         self.train_loader = self.make_dataloader(train_set, Stage.TRAIN, train_loader_kwargs)
         self._train_set_name = describe_data(train_set)
         self.valid_loader = self.make_dataloader(valid_set, Stage.VALID, valid_loader_kwargs)
-        if self.early_stopping is not None and self.valid_loader is None:
-            raise RunOptionsError("option 'early_stopping_patience' watches a validation value: fit() needs "
-                                  "a valid_set")
         self.epoch_counter = epoch_counter
-        accumulation = resolve_accumulation(
-            self.run_opts.grad_accumulation_factor,
-            self.context.world_size,
-            train_loader_kwargs,
-            self.run_opts.global_batch_size,
-            self.run_opts.global_batch_seconds,
-        )
-        self._set_schedule_length(accumulation)
+        plan = plan_run(self.run_opts, self.context.world_size, train_loader_kwargs, self.train_loader,
+                        epoch_counter, self.lr_scheduler, self.early_stopping, self.valid_loader is not None)
+        self.total_optimizer_steps = plan.total_optimizer_steps
         self.on_fit_start()
         untrained = note_weight_origins(self._raw_modules, self.trainable_modules)
         if untrained:  # checkpoints list them: `speechkit export` refuses to ship their initial weights
             logger.info("Frozen and never loaded (initial weights): %s", ", ".join(untrained))
-        self.optimization = OptimizationStep(
-            self.optimizers_dict,
-            self.precision,
-            accumulation,
-            self.run_opts.max_grad_norm,
-            self.run_opts.nonfinite_patience,
-            self.run_opts.skip_nonfinite_grads,
-            self.context.world_size > 1,
-        )
-        self.optimization.load_state_dict(self._recovered_optimization)
-        if (
-            self.lr_scheduler is not None
-            and self.optimizer is not None
-            and hasattr(self.lr_scheduler, "apply")
-        ):
-            self.lr_scheduler.apply(self.optimizer)
-        logger.info(
-            "Effective batch: %s",
-            describe_effective_batch(self.context.world_size, train_loader_kwargs, accumulation),
-        )
+        self.optimization = plan.optimization_step(self.optimizers_dict, self.precision, self.run_opts)
+        self.optimization.load_state_dict(self.counters.recovered_optimization)
+        start_schedule(self.lr_scheduler, self.optimizer)
+        logger.info("Effective batch: %s", plan.effective_batch)
         with self.preemption, self.tensorboard:
             for epoch in epoch_counter:
                 self._train_stage(epoch)
@@ -346,20 +282,17 @@ class Brain:
                     break
 
     def _train_stage(self, epoch: int) -> None:
-        self.modules = self._wrapped_modules
-        self.modules.train()
-        for name, module in self._raw_modules.items():
-            if name not in self.trainable_modules:
-                module.eval()  # frozen: no dropout, no running statistics updated
+        self.modules = self._wrapped
+        set_training_modes(self.modules, self._raw_modules, self.trainable_modules)
         resuming = self.train_position > 0
         if not resuming:
             self.train_stats = StageStats()
             if hasattr(self.train_loader, "set_epoch"):
                 self.train_loader.set_epoch(epoch)
         self.on_stage_start(Stage.TRAIN, epoch)
-        self.lr_in_epoch = self._current_lr()
+        self.lr_in_epoch = current_lr(self.optimizer)
         # After a mid-epoch recovery a loader's length counts only the batches left in the epoch.
-        remaining = _length(self.train_loader)
+        remaining = loader_length(self.train_loader)
         total = None if remaining is None else self.train_position + remaining
         limit = self.run_opts.debug_batches if self.run_opts.debug else None
         bar = ProgressBar(f"epoch {epoch} train", total, self._show_progress(), initial=self.train_position)
@@ -386,38 +319,22 @@ class Brain:
                             "empty manifest, or every item filtered out or dropped by the batching)")
         self.optimization.discard()  # an unfinished cycle (early stop) must not leak into the next epoch
         self.train_position = 0
-        lr_range = (self.lr_in_epoch, self._current_lr())  # a warmup moves it a lot within one epoch
+        lr_range = (self.lr_in_epoch, current_lr(self.optimizer))  # a warmup moves it a lot within one epoch
         loss = self.train_stats.gathered_average(self.dist.all_gather_object)
         if self.valid_loader is None:
             # The last stage of the epoch: step the schedule first, so that a save in the hook includes it.
             self._epoch_lr(loss)
-            self._saves_mark = self._checkpoint_saves()
+            self.checkpointing.before_stage_end_hook(self.checkpointer)
         metrics = self.on_stage_end(Stage.TRAIN, loss, epoch)
-        self.train_log.write(
-            summary_line("train", epoch, loss, self.train_stats.duration, lr_range, metrics)
-        )
+        self.train_log.write(summary_line("train", epoch, loss, self.train_stats.duration, lr_range, metrics))
         self.tensorboard.stage_values("train", epoch, loss, metrics)
         self.train_loss, self.train_metrics = loss, metrics
 
     def _after_optimizer_step(self, epoch: int) -> bool:
         """Intra-epoch checkpoints, preemption and the step limit; returns True to stop the epoch."""
-        every_steps, every_minutes = self.run_opts.ckpt_interval_steps, self.run_opts.ckpt_interval_minutes
-        due_by_time = every_minutes > 0 and time.monotonic() - self._last_ckpt_clock >= every_minutes * 60
-        due_by_time = any_rank(due_by_time, self.device) if every_minutes > 0 else False
-        preempted = self.preemption.requested()
-        due = due_by_time or (every_steps > 0 and self.optimizer_steps % every_steps == 0)
-        if (due or preempted) and self.checkpointer is not None:
-            self.checkpointer.save_and_keep_only(
-                meta={"intra_epoch": True},
-                end_of_epoch=False,
-                num_to_keep=1,
-                ckpt_predicate=lambda c: not c.end_of_epoch,
-                epoch=epoch,
-                step=self.optimizer_steps,
-            )
-            self._last_ckpt_clock = time.monotonic()
-        if preempted:
-            self._exit_preempted(epoch)
+        steps = self.optimizer_steps
+        if self.checkpointing.save_if_due(self.checkpointer, self.run_opts, epoch, steps, self.preemption):
+            exit_after_signal(self.preemption, self.checkpointer is not None, epoch, self.train_position)
         limit = self.run_opts.optimizer_step_limit
         if limit is not None and self.optimizer_steps >= limit:
             logger.info("Reached optimizer_step_limit %d; stopping training", limit)
@@ -431,49 +348,22 @@ class Brain:
             processes = local_processes(self.context.world_size, os.environ)
             self.thread_plan = configure_threads(self.run_opts.num_threads, processes, workers)
 
-    def _exit_preempted(self, epoch: int) -> None:
-        saved = "checkpoint saved" if self.checkpointer is not None else "no checkpointer, nothing saved"
-        position = f"epoch {epoch}, batch {self.train_position}" if self.train_position else \
-            f"end of epoch {epoch}"
-        # A signal on another rank stops this one too: each rank says what it saw.
-        interrupted = self.preemption.interrupted
-        cause = "Interrupted (Ctrl-C)" if interrupted else "Preempted"
-        logger.warning("%s: %s at %s; run the same command again to resume", cause, saved, position)
-        self.preemption.uninstall()
-        raise SystemExit(EXIT_INTERRUPTED if interrupted else EXIT_PREEMPTED)
-
     def _end_of_epoch(self, epoch: int) -> None:
         meta = {"loss": self.train_loss, **(self.train_metrics or {})}
         if self.valid_loader is not None:
-            loss, metrics = self._evaluate_stage(
-                self.valid_loader, Stage.VALID, epoch, before_hook=self._epoch_lr
-            )
+            loss, metrics = self._evaluate_stage(self.valid_loader, Stage.VALID, epoch,
+                                                 before_hook=self._epoch_lr)
             meta = {"loss": loss, **(metrics or {})}
         # Updated before the save, so that a resumed run counts the same epochs without improvement.
         stop_early = self.early_stopping is not None and self.early_stopping.update(epoch, meta)
-        if self.checkpointer is not None and self._checkpoint_saves() == self._saves_mark:
-            min_keys, max_keys = ["loss"], []
-            if self.early_stopping is not None:  # keep the best epoch by the watched value too
-                extra_min, max_keys = self.early_stopping.keep_keys()
-                min_keys += [key for key in extra_min if key not in min_keys]
-            self.checkpointer.save_and_keep_only(
-                meta=_numbers(meta),
-                end_of_epoch=True,
-                num_to_keep=self.run_opts.ckpt_keep,
-                min_keys=min_keys,
-                max_keys=max_keys,
-                epoch=epoch,
-                step=self.optimizer_steps,
-            )
+        self.checkpointing.save_end_of_epoch(self.checkpointer, self.run_opts, epoch, meta,
+                                             self.optimizer_steps, self.early_stopping)
         self._stop = self._stop or stop_early
         if self.preemption.requested():
-            self._exit_preempted(epoch)
+            exit_after_signal(self.preemption, self.checkpointer is not None, epoch, self.train_position)
 
     def _epoch_lr(self, metric: float) -> None:
-        if self.lr_scheduler is not None and getattr(self.lr_scheduler, "interval", None) == "epoch":
-            old, new = self.lr_scheduler.step(self.optimizer, metric)
-            if old != new:
-                logger.info("Learning rate %.4g -> %.4g", old, new)
+        step_after_epoch(self.lr_scheduler, self.optimizer, metric)
 
     def evaluate(
         self,
@@ -497,7 +387,7 @@ class Brain:
         self.on_stage_start(stage, epoch)
         stats = StageStats()
         limit = self.run_opts.debug_batches if self.run_opts.debug else None
-        bar = ProgressBar(f"{stage.value}", _length(loader), self._show_progress())
+        bar = ProgressBar(f"{stage.value}", loader_length(loader), self._show_progress())
         self.step = 0
         try:
             for batch in loader:
@@ -511,7 +401,7 @@ class Brain:
         loss = stats.gathered_average(self.dist.all_gather_object)
         if before_hook is not None:
             before_hook(loss)
-            self._saves_mark = self._checkpoint_saves()
+            self.checkpointing.before_stage_end_hook(self.checkpointer)
         metrics = self.on_stage_end(stage, loss, epoch)
         self.train_log.write(summary_line(stage.value, epoch, loss, stats.duration, None, metrics))
         self.tensorboard.stage_values(stage.value, epoch, loss, metrics)
@@ -529,106 +419,32 @@ class Brain:
         return self._raw_modules
 
     # --- plumbing -----------------------------------------------------------------------------------------
-    @property
-    def _wrapped_modules(self) -> torch.nn.ModuleDict:
-        return self._wrapped if self._wrapped is not None else self._raw_modules
-
     def _compile_and_wrap(self) -> None:
-        self._wrapped = training_modules(
-            self._raw_modules, self.dist, self.context, self.run_opts, self.run_opts.compile_modules
-        )
-        self._last_ckpt_clock = time.monotonic()
-
-    def _set_schedule_length(self, accumulation: int) -> None:
-        """Count the run's optimizer steps (before recovery: the loader's length is then a whole epoch's)
-        and give the count to the LR schedule."""
-        batches, epochs = _length(self.train_loader), getattr(self.epoch_counter, "limit", None)
-        if batches is None or epochs is None:
-            return  # an iterable loader or a custom counter: the schedule must be given its length
-        if self.run_opts.debug:
-            batches = min(batches, self.run_opts.debug_batches)
-            epochs = min(epochs, self.run_opts.debug_epochs)
-        self.total_optimizer_steps = total_optimizer_steps(
-            epochs, batches, accumulation, self.run_opts.optimizer_step_limit
-        )
-        if hasattr(self.lr_scheduler, "set_total_steps"):
-            self.lr_scheduler.set_total_steps(self.total_optimizer_steps)
-
-    def _gradient_sync(self, final: bool) -> Any:
-        return gradient_sync(self._wrapped_modules, self.dist, final)
-
-    def _register_recoverables(self) -> None:
-        if self.checkpointer is not None:
-            extras = {"scaler": self.precision.scaler, "lr_scheduler": self.lr_scheduler,
-                      "epoch_counter": self.epoch_counter, "train_loader": self.train_loader,
-                      "rng_states": self.rng_states, "brain": self}  # fmt: skip
-            self.checkpointer.add_missing_recoverables({**self.optimizers_dict, **extras})
+        names = self.run_opts.compile_modules
+        self._wrapped = training_modules(self._raw_modules, self.dist, self.context, self.run_opts, names)
+        self.checkpointing.restart_clock()
 
     #: Each process has its own running training loss: the checkpoint keeps every process's state.
     checkpoint_per_process = True
 
+    step = counter_attribute("step")  # batches done in the current stage
+    optimizer_steps = counter_attribute("optimizer_steps")
+    train_position = counter_attribute("train_position")  # of the current training epoch (0 between epochs)
+    train_stats = counter_attribute("train_stats")
+
     def state_dict(self) -> dict:
         """The loop's own counters and this process's running loss (recoverable as ``brain``)."""
-        return {
-            "optimizer_steps": self.optimizer_steps,
-            "train_position": self.train_position,
-            "train_stats": self.train_stats.state_dict(),
-            "optimization": self.optimization.state_dict() if self.optimization else {},
-            "early_stopping": self.early_stopping.state_dict() if self.early_stopping else {},
-        }
+        return self.counters.state_dict(self.optimization, self.early_stopping)
 
     def load_state_dict(self, state: dict) -> None:
-        self.optimizer_steps = int(state["optimizer_steps"])
-        self.train_position = int(state["train_position"])
-        self.train_stats = StageStats()
-        self.train_stats.load_state_dict(state["train_stats"])
-        self._recovered_optimization = state.get("optimization", {})
-        if self.early_stopping is not None:
-            self.early_stopping.load_state_dict(state.get("early_stopping", {}))
-        if self.optimization is not None:
-            self.optimization.load_state_dict(self._recovered_optimization)
+        self.counters.load_state_dict(state, self.optimization, self.early_stopping)
 
     def load_process_states(self, states: list, rank: int, world_size: int) -> None:
         """Load this rank's saved state; on another world size rank 0 takes every saved rank's loss sums."""
-        own = dict(states[min(rank, len(states) - 1)])
-        if len(states) != world_size:
-            saved = [state["train_stats"] for state in states]
-            merged = {key: sum(stats[key] for stats in saved) for key in ("loss_sum", "items", "batches")}
-            merged["elapsed"] = max(stats["elapsed"] for stats in saved)
-            empty = {**merged, "loss_sum": 0.0, "items": 0, "batches": 0}
-            own["train_stats"] = merged if rank == 0 else empty
-        self.load_state_dict(own)
-
-    def _checkpoint_saves(self) -> int:
-        return self.checkpointer.saves if self.checkpointer is not None else 0
-
-    def _current_lr(self) -> Optional[float]:
-        return self.optimizer.param_groups[0]["lr"] if self.optimizer is not None else None
+        self.load_state_dict(LoopCounters.process_state(states, rank, world_size))
 
     def _show_progress(self) -> bool:
         return self.context.is_main and not self.run_opts.noprogressbar
-
-    def _train_log_path(self, hparams: dict) -> Optional[Path]:
-        if self.run_opts.train_log:
-            return Path(self.run_opts.train_log)
-        if isinstance(hparams.get("output_folder"), (str, os.PathLike)):
-            return Path(hparams["output_folder"]) / "train_log.txt"
-        return None
-
-
-def _length(loader: Any) -> Optional[int]:
-    try:
-        return len(loader)
-    except TypeError:
-        return None
-
-
-def _numbers(meta: dict) -> dict:
-    return {
-        k: float(v) if isinstance(v, (int, float)) or hasattr(v, "item") else v
-        for k, v in meta.items()
-        if isinstance(v, (int, float, str)) or hasattr(v, "item")
-    }
 
 
 __all__ = ["Brain", "Stage"]

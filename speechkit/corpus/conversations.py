@@ -25,6 +25,7 @@ from collections.abc import Sequence
 import numpy as np
 import soundfile
 
+from speechkit.atomic_files import atomic_write
 from speechkit.corpus.speakers import speaker_rows
 from speechkit.errors import DataError
 
@@ -131,7 +132,6 @@ def write_conversations(rows: dict, output: str, count: int, speakers_range=(2, 
     with open(os.path.join(output, "all.rttm"), "w", encoding="utf-8") as handle:
         handle.write("\n".join(all_lines) + "\n")
     path = os.path.join(output, "conversations.json")
-    with open(path + ".tmp", "w", encoding="utf-8") as handle:
+    with atomic_write(path) as handle:
         json.dump(manifest, handle, indent=1)
-    os.replace(path + ".tmp", path)
     return path

@@ -8,7 +8,7 @@ The main names are importable from here (each module is imported on first use)::
 """
 from __future__ import annotations
 
-import importlib
+from speechkit.lazy_exports import lazy_exports
 
 # name -> module; imported lazily so that `import speechkit.data` does not pull in torch or soundfile.
 _LAZY = {
@@ -45,15 +45,7 @@ _LAZY = {
 _SUBMODULES = {"audio", "audio_policy", "convert", "resample", "dataset", "pipeline", "batch", "manifest",
                "fairseq_manifest", "librispeech", "encoders", "samplers", "loader"}
 
-
-def __getattr__(name: str):
-    if name in _SUBMODULES:
-        return importlib.import_module(f"speechkit.data.{name}")
-    if name in _LAZY:
-        target = _LAZY[name]
-        module_name, attribute = target if isinstance(target, tuple) else (target, name)
-        return getattr(importlib.import_module(module_name), attribute)
-    raise AttributeError(f"module 'speechkit.data' has no attribute {name!r}")
+__getattr__ = lazy_exports(__name__, _LAZY, _SUBMODULES)
 
 
 __all__ = sorted(_LAZY)

@@ -51,6 +51,7 @@ from typing import Any, Optional, Union
 
 import numpy as np
 
+from speechkit.atomic_files import atomic_write
 from speechkit.data.fields import FILE_FIELDS
 from speechkit.data.manifest import load_manifest
 
@@ -439,9 +440,8 @@ def read_alphabet(value: str) -> frozenset:
 def save_report(report: CheckReport, path: str) -> None:
     """The report as JSON at ``path`` (through a temporary file)."""
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    with open(path + ".tmp", "w", encoding="utf-8") as handle:
+    with atomic_write(path) as handle:
         json.dump(report.to_dict(), handle, indent=1, ensure_ascii=False)
-    os.replace(path + ".tmp", path)
 
 
 def check_before_training(manifests: Mapping[str, str], cache_folder: str,

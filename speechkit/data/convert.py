@@ -25,6 +25,7 @@ from typing import Any, NamedTuple, Optional
 
 import numpy as np
 
+from speechkit.atomic_files import atomic_write, replacing
 from speechkit.data.audio_policy import AudioPolicy
 from speechkit.data.fields import FILE_FIELDS
 from speechkit.data.manifest import load_manifest, write_json_manifest
@@ -147,10 +148,8 @@ def _claim_folder(folder: str, policy: AudioPolicy, subtype: str) -> None:
                             "--dest, or remove that folder to convert again")
         return
     os.makedirs(folder, exist_ok=True)
-    temporary = f"{path}.tmp{os.getpid()}"
-    with open(temporary, "w", encoding="utf-8") as handle:
+    with atomic_write(path) as handle:
         json.dump(settings, handle, indent=1)
-    os.replace(temporary, path)
 
 
 def _run(jobs: list, num_workers: int, progress: Optional[Callable[[int, int], None]]) -> list:
@@ -191,13 +190,8 @@ def convert_one(job: tuple) -> tuple:
         top = 1.0 - 2.0 ** -15 if subtype == "PCM_16" else 1.0 - 2.0 ** -23
         clipped = int(np.count_nonzero(np.abs(wave) > top))
         wave = np.clip(wave, -1.0, top)
-        temporary = f"{target}.tmp{os.getpid()}"
-        try:
+        with replacing(target) as temporary:
             soundfile.write(temporary, wave, policy.sample_rate, format="FLAC", subtype=subtype)
-            os.replace(temporary, target)
-        finally:
-            if os.path.exists(temporary):
-                os.unlink(temporary)
         return item_id, field, len(wave) / policy.sample_rate, clipped, None
     except (AudioError, OSError, RuntimeError) as error:
         return item_id, field, 0.0, 0, str(error)

@@ -24,6 +24,7 @@ from typing import Optional, Union
 
 import torch
 
+from speechkit.atomic_files import atomic_write
 from speechkit.errors import DataError
 
 #: Special roles, in the order they take the first indices.
@@ -179,10 +180,8 @@ class LabelEncoder:
         lines = [_HEADER, f"@class {type(self).__name__}", f"@unit {self.unit}"]
         lines += [f"@{role} {index}" for role, index in self.specials.items()]
         lines += [json.dumps(label, ensure_ascii=False) for label in self.labels]
-        temporary = f"{path}.tmp{os.getpid()}"
-        with open(temporary, "w", encoding="utf-8") as handle:
+        with atomic_write(path) as handle:
             handle.write("\n".join(lines) + "\n")
-        os.replace(temporary, path)
 
     @classmethod
     def load(cls, path: Union[str, os.PathLike]) -> LabelEncoder:

@@ -31,6 +31,7 @@ import os
 from collections.abc import Iterable, Mapping
 from typing import NamedTuple, Optional, Union
 
+from speechkit.atomic_files import atomic_write
 from speechkit.data.fields import FILE_FIELDS
 from speechkit.errors import ManifestError
 
@@ -224,11 +225,9 @@ def write_fairseq_manifest(root: Union[str, os.PathLike], entries: Iterable[tupl
         if "\t" in relative or "\n" in relative:
             raise ManifestError(f"cannot write {relative!r} to the fairseq manifest {path}: a tab or a line "
                                 "break in a file name breaks the format")
-    temporary = f"{path}.tmp{os.getpid()}"
-    with open(temporary, "w", encoding="utf-8", newline="\n") as handle:
+    with atomic_write(path, newline="\n") as handle:
         handle.write(f"{os.fspath(root)}\n")
         handle.writelines(f"{relative}\t{int(count)}\n" for relative, count in entries)
-    os.replace(temporary, path)
 
 
 def write_labels(rows: Mapping[str, Mapping], manifest: Union[str, os.PathLike],
@@ -282,21 +281,17 @@ def write_labels(rows: Mapping[str, Mapping], manifest: Union[str, os.PathLike],
     written, digests = [], {}
     for extension, lines in (("wrd", words), ("ltr", letters)):
         data = "".join(line + "\n" for line in lines).encode("utf-8")
-        _write_atomic(f"{stem}.{extension}", data)
+        with atomic_write(f"{stem}.{extension}", "wb") as handle:
+            handle.write(data)
         written.append(f"{stem}.{extension}")
         digests[extension] = _digest(data)
     record = {"manifest": os.path.basename(manifest), "labels": digests,
               "rows": [os.path.normpath(entry.relative) for entry in entries]}
-    _write_atomic(_record_path(manifest), (json.dumps(record, indent=0) + "\n").encode("utf-8"))
+    with atomic_write(_record_path(manifest), "wb") as handle:
+        handle.write((json.dumps(record, indent=0) + "\n").encode("utf-8"))
     return written
 
 
 def _path_key(path: str) -> str:
     return os.path.normcase(os.path.realpath(path))
 
-
-def _write_atomic(path: str, data: bytes) -> None:
-    temporary = f"{path}.tmp{os.getpid()}"
-    with open(temporary, "wb") as handle:
-        handle.write(data)
-    os.replace(temporary, path)

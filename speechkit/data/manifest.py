@@ -32,6 +32,7 @@ import stat
 from collections.abc import Iterable, Mapping
 from typing import Any, Callable, Optional, Union
 
+from speechkit.atomic_files import atomic_write
 from speechkit.data.fields import FILE_FIELDS, INTEGER_FIELDS, NUMBER_FIELDS
 from speechkit.errors import AudioError, ManifestError
 
@@ -359,11 +360,9 @@ def write_json_manifest(data: Mapping[str, Mapping[str, Any]], path: Union[str, 
     parent = os.path.dirname(path)
     if parent:
         os.makedirs(parent, exist_ok=True)
-    temporary = f"{path}.tmp{os.getpid()}"
-    with open(temporary, "w", encoding="utf-8") as handle:
+    with atomic_write(path) as handle:
         json.dump(data, handle, indent=2, ensure_ascii=False)
         handle.write("\n")
-    os.replace(temporary, path)
 
 
 def write_csv_manifest(data: Mapping[str, Mapping[str, Any]], path: Union[str, os.PathLike]) -> None:
@@ -372,13 +371,11 @@ def write_csv_manifest(data: Mapping[str, Mapping[str, Any]], path: Union[str, o
     columns: list = []
     for row in data.values():
         columns.extend(name for name in row if name not in columns)
-    temporary = f"{path}.tmp{os.getpid()}"
-    with open(temporary, "w", encoding="utf-8", newline="") as handle:
+    with atomic_write(path, newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow(["id"] + columns)
         for data_id, row in data.items():
             writer.writerow([data_id] + [row.get(name, "") for name in columns])
-    os.replace(temporary, path)
 
 
 # -- building ---------------------------------------------------------------------------------------------

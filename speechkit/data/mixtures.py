@@ -34,6 +34,7 @@ from typing import Any, Optional
 import numpy as np
 import torch
 
+from speechkit.atomic_files import atomic_write
 from speechkit.data import audio
 from speechkit.data.audio_policy import shared_policy
 from speechkit.data.manifest import load_manifest
@@ -212,9 +213,8 @@ def write_mixtures(manifest: str, output_dir: str, split: str, num_mixtures: int
         if progress:
             progress(len(out), len(plans))
     path = os.path.join(output_dir, f"{split}.json")
-    with open(path + ".tmp", "w", encoding="utf-8") as handle:
+    with atomic_write(path) as handle:
         json.dump(out, handle, indent=1)
-    os.replace(path + ".tmp", path)
     log(f"mixtures: {len(out)} {num_speakers}-speaker mixtures ({mode}, {sample_rate} Hz) in {path}")
     return path
 

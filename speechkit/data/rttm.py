@@ -14,6 +14,7 @@ import math
 import os
 from collections.abc import Sequence
 
+from speechkit.atomic_files import atomic_write
 from speechkit.errors import DataError
 
 
@@ -35,9 +36,8 @@ def write_rttm(path: str, recordings: dict) -> str:
     lines = [line for file_id in recordings for line in format_rttm(file_id, recordings[file_id])]
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
-    with open(path + ".tmp", "w", encoding="utf-8") as handle:
+    with atomic_write(path) as handle:
         handle.write("\n".join(lines) + ("\n" if lines else ""))
-    os.replace(path + ".tmp", path)
     return path
 
 

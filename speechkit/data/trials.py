@@ -21,6 +21,7 @@ import os
 import random
 from typing import NamedTuple
 
+from speechkit.atomic_files import atomic_write
 from speechkit.errors import DataError
 
 KINDS = ("target", "same_engine", "cross_engine", "nontarget")
@@ -79,10 +80,9 @@ def make_trials(rows: dict, targets_per_utt: int = 2, nontargets_per_utt: int = 
 def write_trials(trials: list, path: str) -> str:
     """Write ``trials`` to ``path`` (through a temporary file); returns the path."""
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with open(path + ".tmp", "w", encoding="utf-8") as handle:
+    with atomic_write(path) as handle:
         for trial in trials:
             handle.write(f"{trial.label} {trial.enrol} {trial.test} {trial.kind}\n")
-    os.replace(path + ".tmp", path)
     return path
 
 

@@ -11,8 +11,6 @@ See docs/distributed.md for every launcher, SLURM, the effective batch, elastic 
 """
 from __future__ import annotations
 
-import importlib
-
 from speechkit.distributed.env import DistributedContext, expand_nodelist, resolve_context
 from speechkit.distributed.failfast import EXIT_PEER_FAILED
 from speechkit.distributed.ops import (
@@ -29,6 +27,7 @@ from speechkit.distributed.ops import (
     world_size,
 )
 from speechkit.distributed.runtime import context, init, shutdown
+from speechkit.lazy_exports import lazy_exports
 
 # wrap.py imports torch.nn, and signals.py belongs to the engine: both load on first use.
 _LAZY = {
@@ -38,17 +37,7 @@ _LAZY = {
     "PreemptionHandler": "speechkit.distributed.signals",
 }
 
-
-def __getattr__(name: str):
-    if name in _LAZY:
-        try:
-            module = importlib.import_module(_LAZY[name])
-        except ModuleNotFoundError as error:
-            if error.name != _LAZY[name]:
-                raise
-            raise AttributeError(f"speechkit.distributed.{name} is not available: {error}") from None
-        return getattr(module, name)
-    raise AttributeError(f"module 'speechkit.distributed' has no attribute {name!r}")
+__getattr__ = lazy_exports(__name__, _LAZY)
 
 
 __all__ = [

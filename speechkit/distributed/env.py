@@ -13,7 +13,7 @@ Everything here is a pure function of the run options, an environment mapping an
 so each layout is tested without starting a process.
 
 Example:
-    >>> from speechkit.run_options import RunOptions
+    >>> from speechkit.experiment.run_options import RunOptions
     >>> env = {"RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "1", "MASTER_ADDR": "h", "MASTER_PORT": "29500"}
     >>> ctx = resolve_context(RunOptions(), env, cuda_device_count=0)
     >>> ctx.rank, ctx.world_size, ctx.device, ctx.backend
@@ -117,7 +117,7 @@ def resolve_context(run_opts, environ: Mapping[str, str], cuda_device_count: int
     """Resolve this process's :class:`DistributedContext` (pure: reads only its arguments).
 
     Args:
-        run_opts: a :class:`speechkit.run_options.RunOptions`.
+        run_opts: a :class:`speechkit.experiment.run_options.RunOptions`.
         environ: the environment (``os.environ`` or a dict in tests).
         cuda_device_count: GPUs this process can see.
 

@@ -10,7 +10,7 @@ that needs the context (``context()``, hence ``run_on_main``, ``is_main``, ``bar
 with them.
 
 Example:
-    >>> from speechkit.run_options import RunOptions
+    >>> from speechkit.experiment.run_options import RunOptions
     >>> ctx = init(RunOptions())          # one process here
     >>> ctx.world_size, context() is ctx
     (1, True)
@@ -63,7 +63,7 @@ def init(run_opts, environ=None) -> DistributedContext:
     the same command, waits for them, and exits the process with their combined status.
 
     Args:
-        run_opts: a :class:`speechkit.run_options.RunOptions`.
+        run_opts: a :class:`speechkit.experiment.run_options.RunOptions`.
         environ: environment to read (default ``os.environ``).
 
     Returns:

@@ -2,7 +2,7 @@
 
 Example:
     >>> import torch
-    >>> from speechkit.run_options import RunOptions
+    >>> from speechkit.experiment.run_options import RunOptions
     >>> from speechkit.distributed.env import DistributedContext
     >>> layer = torch.nn.Linear(4, 2)
     >>> wrap_module(layer, DistributedContext(), RunOptions()) is layer   # one process: unchanged

@@ -20,7 +20,7 @@ from typing import Any, Optional
 import torch
 
 from speechkit.errors import RunOptionsError
-from speechkit.run_options import COMPILE_MODES
+from speechkit.experiment.run_options import COMPILE_MODES
 
 
 def is_cuda(device: Any) -> bool:

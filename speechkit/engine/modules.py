@@ -14,9 +14,9 @@ from typing import Any, Optional
 
 import torch
 
+from speechkit.checkpoints.weights_origin import has_weights, note_origin, note_untrained, weights_origin
 from speechkit.engine.device_speed import compile_options
 from speechkit.errors import HparamsError
-from speechkit.weights_origin import has_weights, note_origin, note_untrained, weights_origin
 
 
 def training_modules(
@@ -34,6 +34,16 @@ def training_modules(
             module = torch.compile(module, **compile_options(run_opts.compile_mode))
         wrapped[name] = module
     return torch.nn.ModuleDict(wrapped)
+
+
+def set_training_modes(modules: torch.nn.ModuleDict, raw_modules: torch.nn.ModuleDict,
+                       trainable: frozenset) -> None:
+    """Training mode for ``modules`` (the training view), eval mode for the frozen ones among
+    ``raw_modules``: no dropout, no running statistics updated, so their weights stay bit-identical."""
+    modules.train()
+    for name, module in raw_modules.items():
+        if name not in trainable:
+            module.eval()
 
 
 def gradient_sync(modules: torch.nn.ModuleDict, dist: Any, final: bool) -> contextlib.ExitStack:
@@ -82,7 +92,8 @@ def trainable_parameters(modules: torch.nn.ModuleDict, trainable: frozenset) -> 
 
 def note_weight_origins(modules: torch.nn.ModuleDict, trainable: frozenset) -> list:
     """Note ``trained`` on the modules that learn, ``untrained`` on frozen modules whose weights come from
-    nowhere (neither loaded nor recovered); returns the latter's names (see :mod:`speechkit.weights_origin`).
+    nowhere (neither loaded nor recovered); returns the latter's names (see
+    :mod:`speechkit.checkpoints.weights_origin`).
 
     Example:
         >>> modules = torch.nn.ModuleDict({"a": torch.nn.Linear(1, 1), "b": torch.nn.Linear(1, 1)})

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import time
 from pathlib import Path
 from typing import Any, Callable, Optional, Union
@@ -173,6 +174,15 @@ def summary_line(
         parts.append(f"{key}: {format_value(value)}")
     parts.append(f"duration: {duration:.1f}s")
     return " | ".join(parts)
+
+
+def train_log_path(run_opts: Any, hparams: dict) -> Optional[Path]:
+    """Where the stage summaries go: ``--train_log``, else ``<output_folder>/train_log.txt``, else nowhere."""
+    if run_opts.train_log:
+        return Path(run_opts.train_log)
+    if isinstance(hparams.get("output_folder"), (str, os.PathLike)):
+        return Path(hparams["output_folder"]) / "train_log.txt"
+    return None
 
 
 class TrainLog:

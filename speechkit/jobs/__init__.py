@@ -13,7 +13,7 @@ Example:
 """
 from __future__ import annotations
 
-import importlib
+from speechkit.lazy_exports import lazy_exports
 
 # name -> module, imported on first use: `speechkit infer --status` must not wait for torch to load.
 _LAZY = {
@@ -36,11 +36,7 @@ _LAZY = {
     "task_classes": "speechkit.jobs.registry",
 }
 
-
-def __getattr__(name: str):
-    if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'speechkit.jobs' has no attribute {name!r}")
+__getattr__ = lazy_exports(__name__, _LAZY)
 
 
 __all__ = sorted(_LAZY)

@@ -72,7 +72,7 @@ def resolve_shard(shard: Optional[int] = None, num_shards: Optional[int] = None,
 def _process_rank(environ: Mapping[str, str]) -> tuple:
     """``(rank, world size, local rank, launcher)`` among the processes started together."""
     from speechkit.distributed.env import resolve_context
-    from speechkit.run_options import RunOptions
+    from speechkit.experiment.run_options import RunOptions
 
     try:
         ctx = resolve_context(RunOptions(device="cpu"), environ, cuda_device_count=0)

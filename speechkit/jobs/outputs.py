@@ -22,6 +22,8 @@ import re
 from pathlib import Path
 from typing import Callable, Union
 
+from speechkit.atomic_files import replacing
+
 OUTPUT_DIR = "outputs"
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 MAX_NAME = 120
@@ -43,14 +45,9 @@ def write_atomic(path: Union[str, os.PathLike], write: Callable[[Path], None]) -
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        write(temporary)
+    with replacing(path) as temporary:
+        write(Path(temporary))
         info = file_digest(temporary)
-        os.replace(temporary, path)
-    except BaseException:
-        temporary.unlink(missing_ok=True)
-        raise
     return info
 
 

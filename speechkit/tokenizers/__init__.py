@@ -6,7 +6,7 @@ Example:
 """
 from __future__ import annotations
 
-import importlib
+from speechkit.lazy_exports import lazy_exports
 
 _LAZY = {
     "SentencePieceTokenizer": "speechkit.tokenizers.sentencepiece_tokenizer",
@@ -16,11 +16,7 @@ _LAZY = {
     "prepare_token_targets": "speechkit.tokenizers.text_targets",
 }
 
-
-def __getattr__(name: str):
-    if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'speechkit.tokenizers' has no attribute {name!r}")
+__getattr__ = lazy_exports(__name__, _LAZY)
 
 
 __all__ = sorted(_LAZY)

@@ -6,7 +6,7 @@ page holds exactly this table, so an option added to the code without its line i
 
 from __future__ import annotations
 
-from speechkit.run_options import option_fields
+from speechkit.experiment.run_options import option_fields
 
 
 def run_options_table() -> str:

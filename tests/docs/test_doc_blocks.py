@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from speechkit.hparams import load_hparams
+from speechkit.experiment.hparams import load_hparams
 from tests.helpers.doc_blocks import RUNNABLE, command_lines, read_blocks
 from tests.helpers.processes import REPO, clean_env
 

@@ -63,7 +63,7 @@ def _save_until_paused(folder, where: str, paused) -> None:
     """``_save_forever``, stopping for good in the middle of a save (half of a checkpoint's parts written) or
     of a retention (half of an old checkpoint's files removed), after setting ``paused``: the parent kills it
     there. Random kills alone land in retention rarely when the machine is loaded."""
-    import speechkit.checkpoints as checkpoints
+    import speechkit.checkpoints.checkpointer as checkpoints
 
     save, remove, calls = checkpoints._torch_save, checkpoints.shutil.rmtree, {"saves": 0}
 

@@ -15,7 +15,7 @@ pytestmark = pytest.mark.slow  # two interpreters start
 
 SCRIPT = textwrap.dedent("""
     import sys
-    from speechkit.recipe import start
+    from speechkit.experiment.recipe import start
     start(sys.argv[1:])
 """)
 

@@ -19,7 +19,7 @@ import pytest
 import soundfile
 
 from speechkit.cli import COMMANDS
-from speechkit.run_options import parse_arguments
+from speechkit.experiment.run_options import parse_arguments
 from tests.helpers.processes import REPO, clean_env
 
 TIMEOUT_S = 180  # seconds of work at most; generous for a loaded 2-core machine

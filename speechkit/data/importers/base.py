@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from speechkit.atomic_files import atomic_write
 from speechkit.data.manifest import write_json_manifest
 from speechkit.errors import ManifestError
 
@@ -245,9 +246,8 @@ def write_import(utterances: Iterable[Utterance], dest: str, *, source: str, lay
         write_json_manifest(manifests[split], written[split])
     report_path = os.path.join(dest, SPLIT_REPORT)
     if report is not None:
-        with open(report_path + ".tmp", "w", encoding="utf-8") as handle:
+        with atomic_write(report_path) as handle:
             json.dump(report, handle, indent=1, ensure_ascii=False)
-        os.replace(report_path + ".tmp", report_path)
         counts = report["utterances"]
         log(f"{layout}: no split in the source; split by speaker with seed {seed}: "
             + ", ".join(f"{s} {counts[s]} utterances / {len(report['speakers'][s])} speakers" for s in SPLITS)

@@ -15,7 +15,7 @@ from speechkit.data.text_policy import (
     count_characters_outside,
 )
 from speechkit.errors import DataError
-from speechkit.hparams import load_hparams
+from speechkit.experiment.hparams import load_hparams
 
 UPPER = set("ABCDEFGHIJKLMNOPQRSTUVWXYZ'")
 

@@ -14,7 +14,7 @@ from speechkit.distributed.env import (
     slurm_master_port,
 )
 from speechkit.errors import DistributedError
-from speechkit.run_options import parse_arguments
+from speechkit.experiment.run_options import parse_arguments
 
 
 def opts(*flags):

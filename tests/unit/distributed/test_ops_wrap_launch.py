@@ -14,7 +14,7 @@ from speechkit.distributed import launch
 from speechkit.distributed.env import DistributedContext
 from speechkit.distributed.failfast import EXIT_PEER_FAILED, FailFast
 from speechkit.errors import EXIT_PREEMPTED, DistributedError
-from speechkit.run_options import RunOptions, parse_arguments
+from speechkit.experiment.run_options import RunOptions, parse_arguments
 
 
 @pytest.fixture(autouse=True)

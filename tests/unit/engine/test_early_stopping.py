@@ -9,7 +9,7 @@ from speechkit.brain import Brain
 from speechkit.checkpoints import Checkpointer, EpochCounter
 from speechkit.engine.early_stopping import EarlyStopping
 from speechkit.errors import RunOptionsError
-from speechkit.run_options import parse_arguments
+from speechkit.experiment.run_options import parse_arguments
 from speechkit.stage import Stage
 
 COLLATE = torch.utils.data.default_collate

@@ -11,7 +11,7 @@ from speechkit.brain import Brain
 from speechkit.checkpoints import Checkpointer, EpochCounter
 from speechkit.engine.resume import optimizer_hyperparameters, reconcile_optimizers
 from speechkit.errors import CheckpointError, RunOptionsError
-from speechkit.run_options import parse_arguments
+from speechkit.experiment.run_options import parse_arguments
 
 
 class Regression(Brain):

@@ -7,7 +7,7 @@ import textwrap
 import pytest
 import torch
 
-from speechkit.hparams import load_hparams
+from speechkit.experiment.hparams import load_hparams
 from speechkit.schedulers import NewBobScheduler, NoamScheduler, WarmupCosineScheduler
 
 

@@ -15,7 +15,7 @@ import torch
 import speechkit
 from speechkit.checkpoints import EpochCounter
 from speechkit.errors import RunOptionsError
-from speechkit.run_options import parse_arguments
+from speechkit.experiment.run_options import parse_arguments
 from speechkit.threads import available_cores, cgroup_cpu_quota, choose_threads, local_processes
 from tests.helpers.processes import REPO
 

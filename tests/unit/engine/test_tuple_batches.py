@@ -77,7 +77,7 @@ def test_the_loaders_log_the_epoch_they_serve(caplog):
 
 def test_fit_and_evaluate_scores_the_test_set_named_by_the_yaml():
     from speechkit.errors import HparamsError
-    from speechkit.recipe import fit_and_evaluate
+    from speechkit.experiment.recipe import fit_and_evaluate
 
     brain = make_classifier()
     data = {"train": toy_set(48, 0), "test": toy_set(16, 1), "test_engine": toy_set(16, 2)}

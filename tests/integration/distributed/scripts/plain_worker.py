@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 
 from speechkit import distributed as dist
-from speechkit.run_options import parse_arguments
+from speechkit.experiment.run_options import parse_arguments
 
 
 def main(argv: list) -> None:

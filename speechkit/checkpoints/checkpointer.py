@@ -11,9 +11,10 @@ match its ``meta.json`` is never listed either.
 A save that cannot be written (a full disk, a quota, a file size limit) removes its temporary folder and
 raises a :class:`~speechkit.errors.CheckpointError` naming the folder, the file, the cause and the previous
 checkpoint, which stays intact. ``meta.json`` also lists the modules that were frozen and never given weights
-(``info.untrained``, :mod:`speechkit.weights_origin`), so that an export never ships their initial weights.
+(``info.untrained``, :mod:`~speechkit.checkpoints.weights_origin`), so that an export never ships their
+initial weights.
 
-One process writes a folder at a time (:mod:`speechkit.checkpoint_lock`): the first save, or
+One process writes a folder at a time (:mod:`speechkit.checkpoints.lock`): the first save, or
 :meth:`Checkpointer.acquire_writer_lock`, takes the lock; a second run is refused with a
 :class:`~speechkit.errors.CheckpointError` naming the run that holds it. Reading needs no lock.
 
@@ -52,9 +53,9 @@ from typing import Any, Callable, Optional
 import torch
 
 from speechkit import distributed
-from speechkit.checkpoint_lock import WriterLock
+from speechkit.checkpoints.lock import WriterLock
+from speechkit.checkpoints.weights_origin import is_untrained, note_origin, note_untrained
 from speechkit.errors import CheckpointError
-from speechkit.weights_origin import is_untrained, note_origin, note_untrained
 
 logger = logging.getLogger(__name__)
 
@@ -237,7 +238,7 @@ class Checkpointer:
     def acquire_writer_lock(self) -> None:
         """Make this process the folder's only writer and clear what killed writers left; every process calls.
 
-        The main process takes the lock (see :mod:`speechkit.checkpoint_lock`) and every process raises the
+        The main process takes the lock (see :mod:`speechkit.checkpoints.lock`) and every process raises the
         same :class:`CheckpointError` when another run holds it, before any training starts. Saving takes the
         lock too, so calling this is only needed to fail early.
         """
@@ -438,7 +439,7 @@ def read_checkpoint(path: str | os.PathLike) -> Checkpoint:
 
 def note_loaded(obj: Any, checkpoint: Checkpoint, name: str) -> None:
     """Note the origin of a module loaded from ``checkpoint``: its file, or ``untrained`` when the checkpoint
-    lists it so (see :mod:`speechkit.weights_origin`)."""
+    lists it so (see :mod:`speechkit.checkpoints.weights_origin`)."""
     if not isinstance(obj, torch.nn.Module):
         return
     if name in (checkpoint.info.get("untrained") or []):

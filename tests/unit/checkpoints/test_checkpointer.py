@@ -250,7 +250,7 @@ def test_a_holder_that_has_ended_is_named_as_such(tmp_path):
     import json
     import socket
 
-    from speechkit.checkpoint_lock import HOLDER_FILE, describe_holder, read_holder
+    from speechkit.checkpoints.lock import HOLDER_FILE, describe_holder, read_holder
 
     ended = 2**22 + 1  # above Linux's largest pid_max: no process has it
     record = {"host": socket.gethostname(), "pid": int(ended), "started": "2026-01-01 00:00:00",

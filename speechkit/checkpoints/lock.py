@@ -28,6 +28,7 @@ from typing import Optional
 
 import filelock
 
+from speechkit.atomic_files import atomic_write
 from speechkit.errors import CheckpointError
 
 LOCK_FILE = ".lock"
@@ -115,9 +116,8 @@ def _write_holder(path: Path) -> None:
         "started": time.strftime("%Y-%m-%d %H:%M:%S"),
         "command": " ".join(sys.argv),
     }
-    temporary = path.with_name(path.name + f".{os.getpid()}")
-    temporary.write_text(json.dumps(record))
-    os.replace(temporary, path)
+    with atomic_write(path) as handle:
+        handle.write(json.dumps(record))
 
 
 def read_holder(folder: str | os.PathLike) -> Optional[dict]:

@@ -6,7 +6,7 @@ import os
 
 import torch
 
-from speechkit.machine import instruction_sets, machine_line
+from speechkit.experiment.machine import instruction_sets, machine_line
 
 
 def test_machine_line_names_what_a_figure_depends_on():

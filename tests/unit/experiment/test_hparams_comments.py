@@ -18,7 +18,7 @@ import pytest
 import torch
 from hyperpyyaml import load_hyperpyyaml
 
-from speechkit.hparams import load_hparams, resolve_hparams_text
+from speechkit.experiment.hparams import load_hparams, resolve_hparams_text
 
 
 def describe(value):

@@ -5,11 +5,11 @@
 - ``hyperparams.original.yaml``: the file as given; ``hyperparams.yaml``: after overrides, includes made
   absolute (what actually ran);
 - ``command.txt``: the command line; ``env.json``: Python, torch, speechkit versions, CUDA, the machine
-  (:func:`speechkit.machine.machine_line`), the git commit;
+  (:func:`speechkit.experiment.machine.machine_line`), the git commit;
 - ``log.txt``: the log of every ``speechkit`` logger (``--log_config`` gives another logging configuration).
 
 Before anything is written the main process locks ``output_folder`` for the rest of its life (the lock of
-:mod:`speechkit.checkpoint_lock`, dropped by the kernel however the process ends): a second run on a folder
+:mod:`speechkit.checkpoints.lock`, dropped by the kernel however the process ends): a second run on a folder
 in use stops with an :class:`~speechkit.errors.ExperimentError` naming the run that holds it, and the running
 experiment's record stays true.
 
@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any, Optional, Union
 
 from speechkit import distributed
-from speechkit.checkpoint_lock import WriterLock
+from speechkit.checkpoints.lock import WriterLock
 from speechkit.errors import ExperimentError, RunOptionsError
 
 logger = logging.getLogger(__name__)
@@ -113,7 +113,7 @@ def lock_experiment(output_folder: Union[str, os.PathLike]) -> None:
 
 
 def _write_directory(output_folder: Path, hparams_file: Path, overrides: Any, run_opts: Any) -> None:
-    from speechkit.hparams import resolve_hparams_text
+    from speechkit.experiment.hparams import resolve_hparams_text
 
     output_folder.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(hparams_file, output_folder / "hyperparams.original.yaml")
@@ -129,7 +129,7 @@ def environment_record() -> dict:
     import torch
 
     import speechkit
-    from speechkit.machine import machine_line
+    from speechkit.experiment.machine import machine_line
 
     return {
         "python": platform.python_version(),

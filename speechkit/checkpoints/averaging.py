@@ -41,7 +41,7 @@ from typing import Optional
 
 import torch
 
-from speechkit.checkpoints import META_FILE, SUFFIX, Checkpoint, Checkpointer
+from speechkit.checkpoints.checkpointer import META_FILE, SUFFIX, Checkpoint, Checkpointer
 from speechkit.errors import CheckpointError
 
 logger = logging.getLogger(__name__)

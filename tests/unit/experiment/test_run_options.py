@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from speechkit.errors import RunOptionsError
-from speechkit.run_options import RunOptions, parse_arguments
+from speechkit.experiment.run_options import RunOptions, parse_arguments
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -87,7 +87,7 @@ def test_recipe_help_lists_the_run_options():
 
 
 def test_a_tagged_override_builds_its_object_and_bad_yaml_names_the_override(tmp_path):
-    from speechkit.hparams import load_hparams
+    from speechkit.experiment.hparams import load_hparams
 
     (tmp_path / "hp.yaml").write_text("rate: 8000\naugmentation: null\n")
     _, _, overrides = parse_arguments([str(tmp_path / "hp.yaml"), "--augmentation",

@@ -13,8 +13,8 @@ import torch
 
 import speechkit
 from speechkit.errors import HparamsError
-from speechkit.hparams import load_hparams
-from speechkit.hparams_keys import Hparams, check_keys_read, did_you_mean, keys_read_by
+from speechkit.experiment.hparams import load_hparams
+from speechkit.experiment.hparams_keys import Hparams, check_keys_read, did_you_mean, keys_read_by
 from speechkit.stage import Stage
 from tests.helpers.processes import REPO
 

@@ -7,7 +7,7 @@ import textwrap
 import pytest
 
 from speechkit.errors import HparamsError
-from speechkit.hparams import load_hparams
+from speechkit.experiment.hparams import load_hparams
 
 
 def write(path, text):
@@ -59,7 +59,7 @@ def test_overrides_from_dict_with_dotted_keys_and_from_yaml_text(hp_file):
 
 
 def test_command_line_seed_replaces_yaml_seed(tmp_path):
-    from speechkit.run_options import parse_arguments
+    from speechkit.experiment.run_options import parse_arguments
 
     path = write(tmp_path / "hp.yaml", "seed: 1\nfolder: !ref out/<seed>\n")
     _, run_opts, overrides = parse_arguments([str(path), "--seed", "7"])
@@ -130,7 +130,7 @@ def test_class_whose_module_fails_to_import_names_file_key_line_and_cause(tmp_pa
 
 
 def test_override_with_a_value_of_the_wrong_type_names_file_key_and_line(tmp_path):
-    from speechkit.run_options import parse_arguments
+    from speechkit.experiment.run_options import parse_arguments
 
     path = write(tmp_path / "hp.yaml", "lr: 0.1\nnumber_of_epochs: 4\nflags:\n    augment: true\nname: x\n")
     _, run_opts, overrides = parse_arguments([str(path), "--number_of_epochs", "abc"])
@@ -173,7 +173,7 @@ def test_value_a_constructor_rejects_names_the_key_that_builds_it(tmp_path):
 
 
 def test_null_from_the_command_line_unsets_a_number_key_the_yaml_documents_as_nullable(tmp_path):
-    from speechkit.run_options import parse_arguments
+    from speechkit.experiment.run_options import parse_arguments
 
     path = write(tmp_path / "hp.yaml", """\
         max_duration: 15.0  # seconds

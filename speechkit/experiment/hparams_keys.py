@@ -66,9 +66,9 @@ class Hparams(dict):
     and the nearest keys it has, instead of a bare ``KeyError``.
 
     Example:
-        >>> Hparams({"lm_weight": 0.5}, path="train.yaml")["lm_wieght"]
+        >>> Hparams({"lr": 0.5}, path="train.yaml")["lrr"]
         Traceback (most recent call last):
-        speechkit.hparams_keys.MissingKeyError: train.yaml: no key 'lm_wieght' (did you mean 'lm_weight'?)
+        speechkit.experiment.hparams_keys.MissingKeyError: train.yaml: no key 'lrr' (did you mean 'lr'?)
     """
 
     def __init__(self, *args, path: str = "", **kwargs):

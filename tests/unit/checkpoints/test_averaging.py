@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from speechkit.brain import Brain
-from speechkit.checkpoint_averaging import average_state_dicts, best_checkpoints
-from speechkit.checkpoint_selection import select_checkpoint
 from speechkit.checkpoints import Checkpointer, read_checkpoint
+from speechkit.checkpoints.averaging import average_state_dicts, best_checkpoints
+from speechkit.checkpoints.selection import select_checkpoint
 from speechkit.cli import main as speechkit_main
 from speechkit.errors import CheckpointError, RunOptionsError
 

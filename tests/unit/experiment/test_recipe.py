@@ -1,4 +1,4 @@
-"""speechkit.recipe: a recipe's helper modules import without sys.path, and start() runs the common
+"""speechkit.experiment.recipe: a recipe's helper modules import without sys.path, and start() runs the common
 bootstrap (YAML + overrides, experiment folder, preparation on the main process then everywhere)."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from speechkit.errors import SpeechkitError
-from speechkit.recipe import sibling_module, start
+from speechkit.experiment.recipe import sibling_module, start
 
 
 def test_sibling_module_imports_the_file_next_to_the_script_as_called(tmp_path):

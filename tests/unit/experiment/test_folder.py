@@ -15,7 +15,7 @@ import torch
 
 from speechkit.errors import ExperimentError, RunOptionsError
 from speechkit.experiment import create_experiment_directory, seed_everything, setup_logging
-from speechkit.run_options import parse_arguments
+from speechkit.experiment.run_options import parse_arguments
 
 
 @pytest.fixture(autouse=True)
