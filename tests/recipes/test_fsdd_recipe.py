@@ -1,5 +1,6 @@
 """recipes/FSDD/ASR: isolated digits and connected strings of real speakers, split by speaker; prepared on a
-small FSDD-named folder the tests make (and on the real recordings of ../shared/data/fsdd when present)."""
+small FSDD-named folder the tests make (and on the real recordings of the FSDD checkout that the environment
+variable SPEECHKIT_FSDD names, when it is set: CI sets it)."""
 from __future__ import annotations
 
 import importlib.util
@@ -19,8 +20,8 @@ from tests.recipes.recipe_helpers import TINY_MODEL, run_script
 
 ROOT = Path(__file__).resolve().parents[2]
 RECIPE = ROOT / "recipes" / "FSDD" / "ASR"
-#: ../shared/data/fsdd beside the checkout (SPEECHKIT_FSDD names another place, e.g. for a worktree).
-REAL_FSDD = Path(os.environ.get("SPEECHKIT_FSDD", ROOT.parent / "shared" / "data" / "fsdd"))
+#: An FSDD checkout (a folder holding recordings/), when the environment names one.
+REAL_FSDD = Path(os.environ.get("SPEECHKIT_FSDD", "")) if os.environ.get("SPEECHKIT_FSDD") else None
 
 
 def load_prepare():
@@ -168,7 +169,8 @@ def test_the_template_trains_on_a_fold_and_scores_the_held_out_speaker(tmp_path)
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not (REAL_FSDD / "recordings").is_dir(), reason=f"no FSDD recordings in {REAL_FSDD}")
+@pytest.mark.skipif(REAL_FSDD is None or not (REAL_FSDD / "recordings").is_dir(),
+                    reason=f"no FSDD recordings (SPEECHKIT_FSDD={REAL_FSDD})")
 def test_the_real_recordings_prepare_into_four_folds_of_the_expected_size(tmp_path):
     speakers = sorted({name.split("_")[1] for name in os.listdir(REAL_FSDD / "recordings")})
     settings = prepare.StringSettings(train_strings=3, valid_strings=1)
