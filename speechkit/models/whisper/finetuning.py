@@ -1,7 +1,7 @@
 """The pieces of fine-tuning a Whisper model with teacher forcing, as the published models were trained.
 
 The decoder reads the prompt (``<|startoftranscript|>``, language, task, ``<|notimestamps|>``) then the
-transcript's tokens, and learns to predict each next token and finally ``<|endoftext|>``:
+transcript's tokens, and learns to predict each next token and finally ``<|endoftext|>``::
 
     inputs:   <|sot|> <|en|> <|transcribe|> <|notimestamps|>  Hello  world
     targets:   (-)     (-)       (-)          Hello           world  <|endoftext|>
