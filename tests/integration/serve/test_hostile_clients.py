@@ -5,6 +5,7 @@ is about memory the server's peak resident memory (VmHWM) is read before and aft
 from __future__ import annotations
 
 import concurrent.futures
+import http.client
 import io
 import json
 import select
@@ -246,10 +247,17 @@ def test_a_head_sent_a_byte_at_a_time_or_not_at_all_gets_408_and_frees_the_conne
     for answer in (slow, silent):
         assert answer.startswith(b"HTTP/1.1 408") and b"--request-head-timeout-s" in answer, answer[:200]
     # A client that sends its head in time is not affected, and keeps its connection between requests.
-    with socket.create_connection(("127.0.0.1", port_of(tight)), timeout=60) as conn:
+    conn = http.client.HTTPConnection("127.0.0.1", port_of(tight), timeout=60)
+    try:
+        sockets = []
         for _ in range(2):
-            conn.sendall(f"GET /health HTTP/1.1\r\nHost: 127.0.0.1:{port_of(tight)}\r\n\r\n".encode())
-            assert conn.recv(65536).startswith(b"HTTP/1.1 200")
+            conn.request("GET", "/health")
+            sockets.append(conn.sock)
+            answer = conn.getresponse()
+            assert answer.status == 200 and json.loads(answer.read())["status"] == "ok"
+        assert sockets[0] is sockets[1]  # the same connection served both
+    finally:
+        conn.close()
 
 
 def test_connections_beyond_the_limit_get_503(tight):
