@@ -92,32 +92,37 @@ def export_graph(spec, path, fmt: str, seed: int = 0, checks: int = 3, verify: b
 
 def check_graph(spec, graph, generator, base: int, checks: int, frozen=()) -> tuple:
     """``(largest absolute, largest relative difference)`` between ``graph`` and ``spec.module`` over
-    ``checks`` batches of random lengths (batch sizes 1, 3, 4, ...; lengths from ``min_length`` to 2.5x the
-    export example) of the spec's example input and, where the spec has one, of speech-like input, and over
-    each item of the last batch run alone; raises :class:`ExportError` beyond :func:`allowed_difference`.
-    The relative difference is the absolute one over ``max|output|``."""
+    :func:`check_cases`; raises :class:`ExportError` beyond :func:`allowed_difference`. The relative
+    difference is the absolute one over ``max|output|``."""
     worst = [0.0, 0.0]
+    for expected, got, lengths, what in check_cases(spec, graph, generator, base, checks):
+        _worse(worst, _compare(spec, expected, got, lengths, frozen, what))
+    return worst[0], worst[1]
+
+
+def check_cases(spec, graph, generator, base: int, checks: int):
+    """``(expected, got, lengths, what)`` for ``checks`` batches of random lengths (batch sizes 1, 3, 4,
+    ...; lengths from ``min_length`` to 2.5x the export example) of the spec's example input and, where the
+    spec has one, of speech-like input: PyTorch's outputs against ``graph``'s, then each item of a batch run
+    alone by ``graph`` against the same item in its batch."""
     inputs = [("white noise", spec.example)]
     if getattr(spec, "speech_example", None) is not None:
         inputs.append(("speech-like input", spec.speech_example))
     for kind, make in inputs:
         for index in range(checks):
             batch = 1 if index == 0 else 2 + index
-            high = int(base * 2.5)
-            lengths = torch.randint(spec.min_length, high + 1, (batch,), generator=generator)
+            lengths = torch.randint(spec.min_length, int(base * 2.5) + 1, (batch,), generator=generator)
             x = make(lengths.tolist())
             with torch.no_grad():
                 expected = _as_tuple(spec.module(x, lengths))
             got = graph(x, lengths)
-            _worse(worst, _compare(spec, expected, got, lengths, frozen, f"a batch of {kind}"))
-            if batch > 1:
-                for item in range(batch):
-                    n = int(lengths[item])
-                    alone = graph(x[item:item + 1, :n], lengths[item:item + 1])
-                    in_batch = tuple(_item(spec, out, item, alone_out) for out, alone_out in zip(got, alone))
-                    what = f"an item of {kind} alone against the same item in a padded batch"
-                    _worse(worst, _compare(spec, in_batch, alone, lengths[item:item + 1], frozen, what))
-    return worst[0], worst[1]
+            yield expected, got, lengths, f"a batch of {kind}"
+            for item in range(batch if batch > 1 else 0):
+                n = int(lengths[item])
+                alone = graph(x[item:item + 1, :n], lengths[item:item + 1])
+                in_batch = tuple(_item(spec, out, item, alone_out) for out, alone_out in zip(got, alone))
+                yield (in_batch, alone, lengths[item:item + 1],
+                       f"an item of {kind} alone against the same item in a padded batch")
 
 
 def _worse(worst: list, found: tuple) -> None:

@@ -29,6 +29,7 @@ import pathlib
 import torch
 
 from speechkit.errors import ExportError
+from speechkit.export.convert import check_cases
 
 __all__ = ["NothingToQuantize", "QUANTIZATIONS", "INT8_MIN_SNR_DB", "quantize_graph", "check_quantized",
            "output_snr_db", "quantized_name"]
@@ -138,27 +139,9 @@ def check_quantized(spec, graph, generator, base: int, checks: int = 3) -> float
     ``checks`` batches of random lengths of white noise and speech-like input, and of each item of the
     batches alone against the same item in its batch; raises :class:`ExportError` below
     :data:`INT8_MIN_SNR_DB` or when an integer output differs."""
-    from speechkit.export.convert import _as_tuple, _item
-
     worst = math.inf
-    inputs = [("white noise", spec.example)]
-    if getattr(spec, "speech_example", None) is not None:
-        inputs.append(("speech-like input", spec.speech_example))
-    for kind, make in inputs:
-        for index in range(checks):
-            batch = 1 if index == 0 else 2 + index
-            lengths = torch.randint(spec.min_length, int(base * 2.5) + 1, (batch,), generator=generator)
-            x = make(lengths.tolist())
-            with torch.no_grad():
-                expected = _as_tuple(spec.module(x, lengths))
-            got = graph(x, lengths)
-            worst = min(worst, _snr(spec, expected, got, lengths, f"a batch of {kind}"))
-            for item in range(batch if batch > 1 else 0):
-                n = int(lengths[item])
-                alone = graph(x[item:item + 1, :n], lengths[item:item + 1])
-                in_batch = tuple(_item(spec, out, item, a) for out, a in zip(got, alone))
-                worst = min(worst, _snr(spec, in_batch, alone, lengths[item:item + 1],
-                                        f"an item of {kind} alone against the same item in a padded batch"))
+    for expected, got, lengths, what in check_cases(spec, graph, generator, base, checks):
+        worst = min(worst, _snr(spec, expected, got, lengths, what))
     return round(worst, 2) if math.isfinite(worst) else worst
 
 
