@@ -54,7 +54,7 @@ from speechkit.models.wav2vec2.huggingface import (  # noqa: E402
     encoder_config_to_huggingface,
     encoder_state_to_huggingface,
 )
-from speechkit.pretrained.huggingface_wav2vec2 import (  # noqa: E402
+from speechkit.pretrained.huggingface.wav2vec2 import (  # noqa: E402
     config_to_huggingface,
     state_dict_to_huggingface,
 )

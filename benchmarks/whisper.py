@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from speechkit.machine import machine_line  # noqa: E402
 from speechkit.models.whisper.transcribe import DecodingOptions, WhisperTranscriber  # noqa: E402
-from speechkit.pretrained.huggingface_whisper import load_whisper_folder  # noqa: E402
+from speechkit.pretrained.huggingface.whisper import load_whisper_folder  # noqa: E402
 
 BASE = dict(d_model=512, encoder_layers=6, decoder_layers=6, encoder_attention_heads=8,
             decoder_attention_heads=8, encoder_ffn_dim=2048, decoder_ffn_dim=2048, vocab_size=51865)

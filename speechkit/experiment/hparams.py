@@ -53,11 +53,11 @@ def load_hparams(
         path: the YAML file.
         overrides: a dict (``{"lr": 0.1, "model.dim": 256}``; dotted keys reach nested keys) or YAML text
             (``"lr: 0.1"``). Every overridden key must exist in the file.
-        run_opts: optional :class:`~speechkit.run_options.RunOptions`; a ``--seed`` given on the command line
-            replaces the file's top-level ``seed`` key (so ``!ref <seed>`` sees it).
+        run_opts: optional :class:`~speechkit.experiment.run_options.RunOptions`; a ``--seed`` given on the
+            command line replaces the file's top-level ``seed`` key (so ``!ref <seed>`` sees it).
         guard: for a file from an untrusted source, an object with ``check(text)``, called on the text after
             overrides, and ``loader``, the loader class for hyperpyyaml's construction pass (see
-            :class:`speechkit.pretrained.safety.UntrustedYamlGuard`).
+            :class:`speechkit.pretrained.safety.guard.UntrustedYamlGuard`).
 
     Returns:
         A dict of the top-level keys (keys starting with ``__`` are dropped, as in hyperpyyaml).

@@ -37,8 +37,8 @@ def export_folder(source, output, formats=("onnx",), force: bool = False, verify
     from speechkit.export.convert import export_graph
     from speechkit.export.graphs import graph_specs
     from speechkit.export.stream_step import export_stream_step, stream_step_of
-    from speechkit.pretrained.fetching import FetchFrom, resolve_source
     from speechkit.pretrained.interfaces import Pretrained
+    from speechkit.pretrained.sources.fetching import FetchFrom, resolve_source
 
     output = pathlib.Path(output).expanduser().absolute()
     for fmt in formats:

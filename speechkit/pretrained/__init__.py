@@ -11,10 +11,10 @@ import importlib
 
 # Imported on first use: fetching needs no torch, so `speechkit fetch` starts fast.
 _LAZY = {
-    "fetch": "speechkit.pretrained.fetching",
-    "FetchFrom": "speechkit.pretrained.fetching",
-    "FetchSource": "speechkit.pretrained.fetching",
-    "FetchStrategy": "speechkit.pretrained.fetching",
+    "fetch": "speechkit.pretrained.sources.fetching",
+    "FetchFrom": "speechkit.pretrained.sources.fetching",
+    "FetchSource": "speechkit.pretrained.sources.fetching",
+    "FetchStrategy": "speechkit.pretrained.sources.fetching",
     "Pretrainer": "speechkit.pretrained.pretrainer",
     "LoadReport": "speechkit.pretrained.loading",
     "load_weights": "speechkit.pretrained.loading",
@@ -24,16 +24,16 @@ _LAZY = {
     "register_interface": "speechkit.pretrained.registry",
     "SeparationModel": "speechkit.pretrained.separation",
     "SpeakerRecognition": "speechkit.pretrained.speaker",
-    "check_yaml_is_safe": "speechkit.pretrained.safety",
+    "check_yaml_is_safe": "speechkit.pretrained.safety.guard",
     "Wav2Vec2Features": "speechkit.pretrained.wav2vec2_features",
     "Vocoder": "speechkit.pretrained.vocoder",
-    "load_wav2vec2": "speechkit.pretrained.huggingface_wav2vec2",
-    "load_encoder": "speechkit.pretrained.huggingface_encoders",
-    "export_encoder": "speechkit.pretrained.huggingface_encoders",
-    "export_wav2vec2": "speechkit.pretrained.huggingface_wav2vec2",
+    "load_wav2vec2": "speechkit.pretrained.huggingface.wav2vec2",
+    "load_encoder": "speechkit.pretrained.huggingface.encoders",
+    "export_encoder": "speechkit.pretrained.huggingface.encoders",
+    "export_wav2vec2": "speechkit.pretrained.huggingface.wav2vec2",
     "WhisperASR": "speechkit.pretrained.whisper_asr",
-    "load_whisper_folder": "speechkit.pretrained.huggingface_whisper",
-    "export_whisper": "speechkit.pretrained.huggingface_whisper",
+    "load_whisper_folder": "speechkit.pretrained.huggingface.whisper",
+    "export_whisper": "speechkit.pretrained.huggingface.whisper",
 }
 
 

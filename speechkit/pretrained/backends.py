@@ -198,7 +198,7 @@ def read_manifest(folder) -> dict:
 def check_manifest(manifest, path) -> None:
     """Raise :class:`HparamsError` naming ``path`` and the field when ``manifest`` is not an ``export.json``
     as :func:`speechkit.export.folder` writes it."""
-    from speechkit.pretrained.names import check_relative_name
+    from speechkit.pretrained.sources.names import check_relative_name
 
     if not isinstance(manifest, dict):
         raise HparamsError(f"{path}: must hold a JSON object, got {type(manifest).__name__}")

@@ -16,7 +16,7 @@ import argparse
 import dataclasses
 import pathlib
 
-from speechkit.pretrained.fetching import (
+from speechkit.pretrained.sources.fetching import (
     FetchFrom,
     FetchSource,
     FetchStrategy,
@@ -24,7 +24,7 @@ from speechkit.pretrained.fetching import (
     fetch,
     resolve_source,
 )
-from speechkit.pretrained.limits import DEFAULT_LIMITS, SourceLimits
+from speechkit.pretrained.sources.limits import DEFAULT_LIMITS, SourceLimits
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -49,7 +49,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def add_limit_arguments(parser: argparse.ArgumentParser) -> None:
-    """The options of :class:`~speechkit.pretrained.limits.SourceLimits` a command line may change."""
+    """The options of :class:`~speechkit.pretrained.sources.limits.SourceLimits` a command line may change."""
     parser.add_argument("--max-yaml-bytes", type=int, default=DEFAULT_LIMITS.max_yaml_bytes,
                         help="Largest hyperparams.yaml accepted from a remote source (default: %(default)s).")
     parser.add_argument("--max-file-bytes", type=int, default=DEFAULT_LIMITS.max_file_bytes,
@@ -87,9 +87,9 @@ def run(args: argparse.Namespace) -> int:
         for name in args.files:
             print(f"{name}\t{fetch(name, source, args.savedir, sha256=args.sha256, **common)}")
         return 0
-    from speechkit.pretrained.names import check_pretrainer_names
     from speechkit.pretrained.pretrainer import Pretrainer, declared_files
-    from speechkit.pretrained.safety import read_untrusted_yaml
+    from speechkit.pretrained.safety.guard import read_untrusted_yaml
+    from speechkit.pretrained.sources.names import check_pretrainer_names
 
     where = f"{args.hparams_file} from {describe(source, args.revision)}"
     yaml_limit = limits.max_yaml_bytes if remote else None

@@ -81,8 +81,8 @@ def run(args: argparse.Namespace) -> int:
 
     from speechkit.data import audio
     from speechkit.errors import AudioError
-    from speechkit.pretrained.fetching import FetchSource
     from speechkit.pretrained.separation import SeparationModel
+    from speechkit.pretrained.sources.fetching import FetchSource
 
     stems = output_names(args.audio)  # before anything is fetched or written: a collision stops the command
     source = FetchSource(args.kind, args.source) if args.kind else args.source

@@ -57,8 +57,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import torch
 
-    from speechkit.pretrained.fetching import FetchSource
     from speechkit.pretrained.interfaces import Pretrained
+    from speechkit.pretrained.sources.fetching import FetchSource
     from speechkit.pretrained.whisper_asr import WhisperASR, is_whisper_folder
 
     source = FetchSource(args.kind, args.source) if args.kind else args.source

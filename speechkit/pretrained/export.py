@@ -20,8 +20,8 @@ the newest) or one checkpoint folder: a run's ``CKPT+...``, or one written by ``
 average-checkpoints``.
 
 Only weights that something produced are exported: a checkpoint lists the modules that were frozen in
-training and never loaded (``info.untrained``, see :mod:`speechkit.weights_origin`), and taking a loadable
-from one of them is an error unless the inference YAML says that is meant::
+training and never loaded (``info.untrained``, see :mod:`speechkit.checkpoints.weights_origin`), and
+taking a loadable from one of them is an error unless the inference YAML says that is meant::
 
     untrained_loadables: [lm]   # top-level key: these loadables may hold their initial weights
 """
@@ -98,7 +98,7 @@ def export_model(checkpoints_dir, hparams_file, output, min_key=None, max_key=No
     """Write a model folder from the best checkpoint (or the one checkpoint ``checkpoints_dir`` is); see the
     module docstring. ``run_hparams``: the training run's ``hyperparams.yaml`` whose sizes the inference YAML
     takes (``"auto"``: found above the checkpoints; None: keep the inference YAML's). Returns the folder."""
-    from speechkit.checkpoint_selection import select_checkpoint
+    from speechkit.checkpoints.selection import select_checkpoint
     from speechkit.pretrained.pretrainer import declared_files
 
     output, hparams_file = pathlib.Path(output).expanduser().absolute(), pathlib.Path(hparams_file)
@@ -248,7 +248,7 @@ def _verify(folder: pathlib.Path) -> None:
 def _warn_if_remote_copies_need_trust(text: str, hparams_file) -> None:
     """Say at export time when a copy on the Hub or a web server will need ``allow=`` or trust to load."""
     from speechkit.errors import UnsafeSourceError
-    from speechkit.pretrained.safety import check_yaml_is_safe
+    from speechkit.pretrained.safety.guard import check_yaml_is_safe
 
     try:
         check_yaml_is_safe(text, str(hparams_file))

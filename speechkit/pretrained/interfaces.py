@@ -30,8 +30,10 @@ from speechkit.data.audio_policy import shared_policy
 from speechkit.data.trim import trim_batch
 from speechkit.decoding.ctc import ctc_greedy_decode
 from speechkit.errors import DataError, HparamsError
-from speechkit.hparams import load_hparams
-from speechkit.pretrained.fetching import (
+from speechkit.experiment.hparams import load_hparams
+from speechkit.pretrained.interface_keys import check_interface_keys, describe_value, key_place
+from speechkit.pretrained.registry import interface_for_model_type, interface_named, register_interface
+from speechkit.pretrained.sources.fetching import (
     FetchFrom,
     FetchStrategy,
     as_strategy,
@@ -40,9 +42,7 @@ from speechkit.pretrained.fetching import (
     fetch,
     resolve_source,
 )
-from speechkit.pretrained.interface_keys import check_interface_keys, describe_value, key_place
-from speechkit.pretrained.limits import DEFAULT_LIMITS, SourceLimits
-from speechkit.pretrained.registry import interface_for_model_type, interface_named, register_interface
+from speechkit.pretrained.sources.limits import DEFAULT_LIMITS, SourceLimits
 
 logger = logging.getLogger(__name__)
 
@@ -150,12 +150,12 @@ class Pretrained(torch.nn.Module):
             yaml_path = pathlib.Path(os.path.expanduser(fetch_source.path)) / hparams_file
         guard, text = None, None
         if not local:  # vetted before anything is imported (docs/pretrained.md)
-            from speechkit.pretrained.names import check_pretrainer_names
-            from speechkit.pretrained.safety import (
+            from speechkit.pretrained.safety.guard import (
                 UntrustedYamlGuard,
                 check_yaml_is_safe,
                 read_untrusted_yaml,
             )
+            from speechkit.pretrained.sources.names import check_pretrainer_names
 
             text = read_untrusted_yaml(yaml_path, where, limits)
             check_pretrainer_names(text, where)

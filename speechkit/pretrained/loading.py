@@ -18,8 +18,8 @@ from typing import Optional
 
 import torch
 
+from speechkit.checkpoints.weights_origin import note_origin
 from speechkit.errors import CheckpointError, HparamsError
-from speechkit.weights_origin import note_origin
 
 
 @dataclass

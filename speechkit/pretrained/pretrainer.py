@@ -18,8 +18,8 @@ and in Python::
 
 A ``paths`` value is ``"<source>/<filename>"`` (split at the last ``/``), a bare filename (looked up in the
 ``default_source`` given to :meth:`Pretrainer.collect_files`, which is how a model folder names its own
-files), or a :class:`~speechkit.pretrained.fetching.FetchSource` whose path ends with the filename. A loadable
-without a path is looked up as ``<name>.ckpt`` in the default source.
+files), or a :class:`~speechkit.pretrained.sources.fetching.FetchSource` whose path ends with the filename.
+A loadable without a path is looked up as ``<name>.ckpt`` in the default source.
 """
 from __future__ import annotations
 
@@ -31,7 +31,8 @@ from typing import Callable, Optional, Union
 import torch
 
 from speechkit.errors import CheckpointError, FetchError
-from speechkit.pretrained.fetching import (
+from speechkit.pretrained.loading import LoadReport, describe_report, load_into, load_weights
+from speechkit.pretrained.sources.fetching import (
     FetchFrom,
     FetchSource,
     FetchStrategy,
@@ -40,8 +41,7 @@ from speechkit.pretrained.fetching import (
     is_repo_id,
     resolve_source,
 )
-from speechkit.pretrained.loading import LoadReport, describe_report, load_into, load_weights
-from speechkit.pretrained.names import check_file_name, yaml_child, yaml_items
+from speechkit.pretrained.sources.names import check_file_name, yaml_child, yaml_items
 
 logger = logging.getLogger(__name__)
 
@@ -129,7 +129,7 @@ class Pretrainer:
         model read this machine's files.
         """
         from speechkit.errors import UnsafeSourceError
-        from speechkit.pretrained.fetching import check_url_scheme
+        from speechkit.pretrained.sources.fetching import check_url_scheme
 
         for name in self.loadables:
             source, filename = self.locate(name, default_source)

@@ -23,9 +23,9 @@ import torch
 
 from speechkit.errors import FetchError, HparamsError
 from speechkit.models.wav2vec2 import Wav2Vec2Model, Wav2Vec2Pretraining, WaveformNormalization
-from speechkit.pretrained.fetching import fetch
 from speechkit.pretrained.interfaces import Pretrained
 from speechkit.pretrained.registry import register_interface
+from speechkit.pretrained.sources.fetching import fetch
 
 Layer = Union[int, str, None]
 
@@ -57,12 +57,12 @@ class Wav2Vec2Features(Pretrained):
         Waveforms are normalized when the folder's ``preprocessor_config.json`` says ``do_normalize``
         (or has no such file), as transformers' feature extractor does.
         """
-        from speechkit.pretrained.huggingface_config import (
+        from speechkit.pretrained.huggingface.config import (
             MAX_CONFIG_BYTES,
             check_preprocessor_config,
             read_json_config,
         )
-        from speechkit.pretrained.huggingface_encoders import load_encoder
+        from speechkit.pretrained.huggingface.encoders import load_encoder
 
         options = dict(revision=revision, allow_network=allow_network, cache_dir=cache_dir)
         model, _, _ = load_encoder(source, savedir, **options)

@@ -23,16 +23,16 @@ import torch
 from speechkit.data import audio
 from speechkit.models.whisper.frontend import SAMPLE_RATE
 from speechkit.models.whisper.transcribe import DecodingOptions, WhisperTranscriber
-from speechkit.pretrained.fetching import FetchFrom, default_cache_dir, resolve_source
-from speechkit.pretrained.huggingface_whisper import WhisperFolder, load_whisper_folder
-from speechkit.pretrained.limits import DEFAULT_LIMITS, SourceLimits
+from speechkit.pretrained.huggingface.whisper import WhisperFolder, load_whisper_folder
+from speechkit.pretrained.sources.fetching import FetchFrom, default_cache_dir, resolve_source
+from speechkit.pretrained.sources.limits import DEFAULT_LIMITS, SourceLimits
 
 
 class WhisperASR(torch.nn.Module):
     """A Whisper folder, loaded, with the interfaces' transcription methods.
 
     Arguments:
-        folder: a :class:`~speechkit.pretrained.huggingface_whisper.WhisperFolder`.
+        folder: a :class:`~speechkit.pretrained.huggingface.whisper.WhisperFolder`.
         device: where the model runs.
     """
 
@@ -69,7 +69,7 @@ class WhisperASR(torch.nn.Module):
         built = cls(folder, device or "cpu")
         if backend == "onnx":
             from speechkit.export.whisper import FILES, OnnxWhisper
-            from speechkit.pretrained.fetching import fetch
+            from speechkit.pretrained.sources.fetching import fetch
 
             limits = limits or DEFAULT_LIMITS
             paths = [fetch(name, fetch_source, savedir,

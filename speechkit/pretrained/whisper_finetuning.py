@@ -1,6 +1,6 @@
 """What a Whisper fine-tuning run needs from a Whisper folder: the model ready to train (dropout, encoder
 frozen or not), the prompt its transcripts are taught after, and the text normalisation its WER is scored
-with. The run writes the result back with :func:`~speechkit.pretrained.huggingface_whisper.export_whisper`,
+with. The run writes the result back with :func:`~speechkit.pretrained.huggingface.whisper.export_whisper`,
 a folder :class:`~speechkit.pretrained.WhisperASR`, ``speechkit transcribe`` and ``speechkit serve`` load.
 
 Example:
@@ -15,7 +15,7 @@ from typing import Callable, Optional
 from speechkit.errors import HparamsError
 from speechkit.models.whisper.finetuning import set_dropout
 from speechkit.models.whisper.text_normalizer import BasicTextNormalizer, EnglishTextNormalizer
-from speechkit.pretrained.huggingface_whisper import WhisperFolder, load_whisper_folder
+from speechkit.pretrained.huggingface.whisper import WhisperFolder, load_whisper_folder
 
 NORMALIZERS = ("english", "basic", "none")
 
@@ -24,7 +24,7 @@ def load_for_finetuning(source, savedir=None, *, freeze_encoder: bool = False,
                         dropout: Optional[float] = None, attention_dropout: Optional[float] = None,
                         activation_dropout: Optional[float] = None, **fetch_options) -> WhisperFolder:
     """Fetch and build a Whisper folder (a local path, Hub id or URL, as
-    :func:`~speechkit.pretrained.huggingface_whisper.load_whisper_folder`) for training: the dropout rates
+    :func:`~speechkit.pretrained.huggingface.whisper.load_whisper_folder`) for training: the dropout rates
     set, and with ``freeze_encoder`` the encoder's parameters marked not to learn (speechkit's Brain leaves
     them out of the optimizer and of DistributedDataParallel; only the decoder adapts)."""
     folder = load_whisper_folder(source, savedir, **fetch_options)

@@ -27,7 +27,7 @@ from speechkit.data import DynamicItemDataset
 from speechkit.decoding import Lexicon, ctc_greedy_decode, ctc_prefix_beam_search
 from speechkit.metrics import TranscriptErrorRates
 from speechkit.nn.losses import ctc_loss
-from speechkit.pretrained.huggingface_encoders import load_encoder, write_inference_yaml
+from speechkit.pretrained.huggingface.encoders import load_encoder, write_inference_yaml
 from speechkit.pretrained.loading import load_into, load_language_model, load_weights
 from speechkit.recipe import fit_and_evaluate, sibling_module, start
 from speechkit.stage import Stage

@@ -25,7 +25,7 @@ from speechkit.errors import DataError
 from speechkit.metrics import TranscriptErrorRates
 from speechkit.models.whisper.finetuning import WhisperTrainingFeatures, teacher_forcing, token_cross_entropy
 from speechkit.models.whisper.transcribe import DecodingOptions, WhisperTranscriber
-from speechkit.pretrained.huggingface_whisper import export_whisper
+from speechkit.pretrained.huggingface.whisper import export_whisper
 from speechkit.pretrained.whisper_finetuning import load_for_finetuning, training_prompt, wer_normalizer
 from speechkit.recipe import fit_and_evaluate, sibling_module, start
 from speechkit.stage import Stage

@@ -68,7 +68,7 @@ def test_fine_tunes_resumes_mid_epoch_scores_and_exports_a_folder_that_transcrib
     assert {"config.json", "generation_config.json", "model.safetensors", "tokenizer.json"} <= \
         set(os.listdir(exported))
     from speechkit.pretrained import WhisperASR
-    from speechkit.pretrained.huggingface_whisper import load_whisper_folder
+    from speechkit.pretrained.huggingface.whisper import load_whisper_folder
 
     tuned, start = load_whisper_folder(exported), load_whisper_folder(tiny_whisper)
     assert not torch.equal(tuned.model.decoder.embed_tokens.weight, start.model.decoder.embed_tokens.weight)
@@ -102,7 +102,7 @@ def test_two_gloo_processes_train_score_and_export(tmp_path, tiny_corpus, tiny_w
     output = recipe / "results" / "whisper_finetune" / "1234"
     # Every process's test utterances are scored (the WER file gathers them): 12 in all.
     assert (output / "wer_test.txt").read_text().count("utt-test-") >= 12
-    from speechkit.pretrained.huggingface_whisper import load_whisper_folder
+    from speechkit.pretrained.huggingface.whisper import load_whisper_folder
 
     tuned, start = load_whisper_folder(output / "model"), load_whisper_folder(tiny_whisper)
     # The encoder was frozen: unchanged; the decoder learnt.

@@ -6,7 +6,7 @@ may leave out the LayerNorm before the projection (``feat_proj_layer_norm``), da
 positional convolutions (``pos_conv_layers``) and layer-norm features, WavLM a gated relative position bias
 (``relative_position_buckets``). The ``model_type`` of ``config.json`` names the family.
 
-Pure functions of dicts and tensors (no files): :mod:`speechkit.pretrained.huggingface_encoders` fetches
+Pure functions of dicts and tensors (no files): :mod:`speechkit.pretrained.huggingface.encoders` fetches
 and writes the folders. Every value read from a ``config.json`` is checked for its type and range before a
 model is built, and a bad one raises :class:`~speechkit.errors.CheckpointError` naming the file and key.
 

@@ -7,8 +7,8 @@ import time
 import pytest
 
 from speechkit.errors import FetchError
-from speechkit.pretrained.fetching import fetch
-from speechkit.pretrained.limits import SourceLimits
+from speechkit.pretrained.sources.fetching import fetch
+from speechkit.pretrained.sources.limits import SourceLimits
 
 
 def test_a_dripping_server_stops_at_the_download_time_limit(file_server, tmp_path):

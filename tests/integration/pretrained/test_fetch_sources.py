@@ -11,7 +11,7 @@ import time
 import pytest
 
 from speechkit.errors import FetchError
-from speechkit.pretrained.fetching import FetchFrom, FetchSource, fetch, url_cache_path
+from speechkit.pretrained.sources.fetching import FetchFrom, FetchSource, fetch, url_cache_path
 
 PAYLOAD = bytes(range(256)) * 64  # 16 KiB
 
@@ -196,7 +196,7 @@ def test_two_processes_fetching_at_once_download_once(kind, file_server, hub_ser
     # other's attempt: the second must wait on the lock and reuse the file.
     script = textwrap.dedent(f"""
         import pathlib, sys, time
-        from speechkit.pretrained.fetching import fetch
+        from speechkit.pretrained.sources.fetching import fetch
         pathlib.Path(sys.argv[2]).touch()
         while not pathlib.Path({str(tmp_path / "go")!r}).exists():
             time.sleep(0.005)

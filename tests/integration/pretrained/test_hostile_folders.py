@@ -20,10 +20,10 @@ import torch
 from speechkit.cli import main as speechkit_main
 from speechkit.errors import CheckpointError, FetchError, HparamsError, SpeechkitError, UnsafeSourceError
 from speechkit.pretrained import EncoderASR
-from speechkit.pretrained.fetching import FetchSource, fetch
-from speechkit.pretrained.limits import SourceLimits
 from speechkit.pretrained.loading import save_weights
 from speechkit.pretrained.pretrainer import Pretrainer
+from speechkit.pretrained.sources.fetching import FetchSource, fetch
+from speechkit.pretrained.sources.limits import SourceLimits
 
 from .conftest import FileServer
 
@@ -313,7 +313,7 @@ def test_endless_weights_stream_stops_at_the_file_limit(file_server, tmp_path):
 @pytest.fixture
 def wav2vec2_folder(file_server, tmp_path):
     from speechkit.models.wav2vec2 import Wav2Vec2Config, Wav2Vec2Model
-    from speechkit.pretrained.huggingface_wav2vec2 import export_wav2vec2
+    from speechkit.pretrained.huggingface.wav2vec2 import export_wav2vec2
 
     config = Wav2Vec2Config(conv_channels=(16, 16), conv_kernels=(10, 3), conv_strides=(5, 2), d_model=16,
                             num_layers=1, num_heads=2, ffn_dim=16, pos_conv_kernel=4, pos_conv_groups=2)
@@ -337,7 +337,7 @@ def wav2vec2_folder(file_server, tmp_path):
      "parameters"),
 ])
 def test_config_json_is_checked_before_building(change, key, wav2vec2_folder, file_server, tmp_path):
-    from speechkit.pretrained.huggingface_wav2vec2 import load_wav2vec2
+    from speechkit.pretrained.huggingface.wav2vec2 import load_wav2vec2
 
     file_server.files["/w2v/config.json"] = json.dumps({**wav2vec2_folder, **change}).encode()
     start = time.monotonic()
@@ -348,7 +348,7 @@ def test_config_json_is_checked_before_building(change, key, wav2vec2_folder, fi
 
 
 def test_config_json_that_is_not_an_object_is_refused(wav2vec2_folder, file_server, tmp_path):
-    from speechkit.pretrained.huggingface_wav2vec2 import load_wav2vec2
+    from speechkit.pretrained.huggingface.wav2vec2 import load_wav2vec2
 
     file_server.files["/w2v/config.json"] = b"[1, 2]"
     with pytest.raises(CheckpointError, match=r"config.json: must hold a JSON object, got a JSON array"):

@@ -11,7 +11,7 @@ from safetensors.torch import load_file
 
 from speechkit.errors import CheckpointError, FetchError
 from speechkit.models.wav2vec2 import Wav2Vec2Config, Wav2Vec2Model, Wav2Vec2Pretraining
-from speechkit.pretrained.huggingface_wav2vec2 import export_wav2vec2, load_wav2vec2
+from speechkit.pretrained.huggingface.wav2vec2 import export_wav2vec2, load_wav2vec2
 
 CONFIG = Wav2Vec2Config(conv_channels=(16, 16), conv_kernels=(10, 3), conv_strides=(5, 2), d_model=16,
                         num_layers=1, num_heads=2, ffn_dim=16, pos_conv_kernel=4, pos_conv_groups=2,

@@ -8,8 +8,8 @@ import torch
 from speechkit.cli import main as speechkit_main
 from speechkit.errors import FetchError
 from speechkit.pretrained import EncoderASR
-from speechkit.pretrained.fetching import fetch
 from speechkit.pretrained.loading import save_weights
+from speechkit.pretrained.sources.fetching import fetch
 
 from .conftest import FileServer
 

@@ -15,7 +15,7 @@ pytest.importorskip("tokenizers")
 
 from speechkit.errors import CheckpointError  # noqa: E402
 from speechkit.pretrained import WhisperASR  # noqa: E402
-from speechkit.pretrained.huggingface_whisper import load_whisper_folder  # noqa: E402
+from speechkit.pretrained.huggingface.whisper import load_whisper_folder  # noqa: E402
 from tests.helpers.whisper_folders import build_whisper_folder  # noqa: E402
 
 transformers.logging.set_verbosity_error()

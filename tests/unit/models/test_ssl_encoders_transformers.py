@@ -15,7 +15,7 @@ transformers = pytest.importorskip("transformers")
 
 from speechkit.errors import CheckpointError  # noqa: E402
 from speechkit.models.wav2vec2 import Wav2Vec2Config, Wav2Vec2Model  # noqa: E402
-from speechkit.pretrained.huggingface_encoders import export_encoder, load_encoder  # noqa: E402
+from speechkit.pretrained.huggingface.encoders import export_encoder, load_encoder  # noqa: E402
 from speechkit.pretrained.wav2vec2_features import Wav2Vec2Features  # noqa: E402
 
 ATOL = 1e-5

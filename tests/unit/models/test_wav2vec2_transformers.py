@@ -19,7 +19,7 @@ from speechkit.models.wav2vec2 import (  # noqa: E402
     sample_negatives,
     span_mask,
 )
-from speechkit.pretrained.huggingface_wav2vec2 import (  # noqa: E402
+from speechkit.pretrained.huggingface.wav2vec2 import (  # noqa: E402
     config_to_huggingface,
     export_wav2vec2,
     load_wav2vec2,

@@ -8,7 +8,7 @@ pytest.importorskip("tokenizers")
 
 from speechkit.models.whisper import WhisperFrontEnd  # noqa: E402
 from speechkit.models.whisper.transcribe import DecodingOptions, WhisperTranscriber  # noqa: E402
-from speechkit.pretrained.huggingface_whisper import export_whisper, load_whisper_folder  # noqa: E402
+from speechkit.pretrained.huggingface.whisper import export_whisper, load_whisper_folder  # noqa: E402
 from tests.helpers.whisper_folders import build_whisper_folder  # noqa: E402
 
 transformers.logging.set_verbosity_error()

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from speechkit.errors import FetchError
-from speechkit.pretrained.fetching import FetchFrom, FetchSource, as_strategy, fetch, resolve_source
+from speechkit.pretrained.sources.fetching import FetchFrom, FetchSource, as_strategy, fetch, resolve_source
 
 
 def test_resolve_source_kinds(tmp_path, monkeypatch):

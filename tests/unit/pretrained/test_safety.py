@@ -8,8 +8,8 @@ import pytest
 from hyperpyyaml import load_hyperpyyaml
 
 from speechkit.errors import UnsafeSourceError
-from speechkit.pretrained.allowlist import CLASS, FUNCTION, LOADABLE, default_allowlist
-from speechkit.pretrained.safety import UntrustedYamlGuard, check_yaml_is_safe
+from speechkit.pretrained.safety.allowlist import CLASS, FUNCTION, LOADABLE, default_allowlist
+from speechkit.pretrained.safety.guard import UntrustedYamlGuard, check_yaml_is_safe
 
 SAFE = """\
 sample_rate: 16000

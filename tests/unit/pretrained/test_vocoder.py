@@ -10,8 +10,8 @@ import torch
 from speechkit.cli import main as speechkit_main
 from speechkit.errors import HparamsError, ManifestError
 from speechkit.pretrained import Pretrained, Vocoder
-from speechkit.pretrained.allowlist import default_allowlist
 from speechkit.pretrained.mel_embeddings import file_stem, interpolate_mels, stretch, write_embeddings
+from speechkit.pretrained.safety.allowlist import default_allowlist
 from tests.helpers.batch_invariance import assert_batch_invariant
 from tests.helpers.job_models import VOCODER_HYPERPARAMS, write_manifest, write_vocoder_model
 

@@ -1,8 +1,8 @@
 """Load and write the encoders of all four wav2vec 2.0-style families in the ``transformers`` folder format.
 
-``config.json``'s ``model_type`` decides: ``wav2vec2`` goes to :func:`~speechkit.pretrained.
-huggingface_wav2vec2.load_wav2vec2`; ``hubert``, ``wavlm`` and ``data2vec-audio`` are read here with the
-converters of :mod:`speechkit.models.wav2vec2.huggingface` into a
+``config.json``'s ``model_type`` decides: ``wav2vec2`` goes to
+:func:`~speechkit.pretrained.huggingface.wav2vec2.load_wav2vec2`; ``hubert``, ``wavlm`` and
+``data2vec-audio`` are read here with the converters of :mod:`speechkit.models.wav2vec2.huggingface` into a
 :class:`~speechkit.models.wav2vec2.Wav2Vec2Model` whose features equal the transformers model's. Weights
 load as tensors only (safetensors or ``weights_only`` torch.load), through speechkit's fetching.
 
@@ -26,11 +26,11 @@ from speechkit.models.wav2vec2.huggingface import (
     encoder_state_to_huggingface,
     family_of,
 )
-from speechkit.pretrained.fetching import fetch
-from speechkit.pretrained.huggingface_config import MAX_CONFIG_BYTES, check_wav2vec2_config, read_json_config
-from speechkit.pretrained.huggingface_wav2vec2 import write_huggingface_folder
-from speechkit.pretrained.limits import DEFAULT_LIMITS
+from speechkit.pretrained.huggingface.config import MAX_CONFIG_BYTES, check_wav2vec2_config, read_json_config
+from speechkit.pretrained.huggingface.wav2vec2 import write_huggingface_folder
 from speechkit.pretrained.loading import load_weights
+from speechkit.pretrained.sources.fetching import fetch
+from speechkit.pretrained.sources.limits import DEFAULT_LIMITS
 
 #: Every ``model_type`` :func:`load_encoder` reads.
 MODEL_TYPES = ("wav2vec2", *FAMILIES)
@@ -38,7 +38,7 @@ MODEL_TYPES = ("wav2vec2", *FAMILIES)
 
 def read_config(source, **options) -> tuple:
     """``(config dict, its path)`` of a folder's ``config.json``: bounded in size, a JSON object, its shared
-    fields within the bounds and parameter budget of :mod:`speechkit.pretrained.huggingface_config`, and a
+    fields within the bounds and parameter budget of :mod:`speechkit.pretrained.huggingface.config`, and a
     ``model_type`` of the four families."""
     config_path = fetch("config.json", source, max_bytes=MAX_CONFIG_BYTES, **options)
     hf_config = read_json_config(config_path, str(config_path))
@@ -79,7 +79,7 @@ def load_encoder(source: Union[str, os.PathLike], savedir: Optional[Union[str, o
     hf_config, config_path = read_config(source, **options)
     model_type = hf_config.get("model_type", "wav2vec2")
     if model_type == "wav2vec2":
-        from speechkit.pretrained.huggingface_wav2vec2 import load_wav2vec2
+        from speechkit.pretrained.huggingface.wav2vec2 import load_wav2vec2
 
         model, extra = load_wav2vec2(source, savedir, revision=revision, allow_network=allow_network,
                                      cache_dir=cache_dir)
@@ -117,7 +117,7 @@ def export_encoder(model: Union[Wav2Vec2Model, Wav2Vec2Pretraining], folder: Uni
         layout = family_of(encoder.config)
         model_type = "wav2vec2" if layout == "hubert" else layout
     if model_type == "wav2vec2":
-        from speechkit.pretrained.huggingface_wav2vec2 import export_wav2vec2
+        from speechkit.pretrained.huggingface.wav2vec2 import export_wav2vec2
 
         return export_wav2vec2(model, folder, extra, architecture)
     if model_type not in FAMILIES:

@@ -10,13 +10,14 @@ downloaded into a cache shared by every job on the machine:
 
 A download writes a part file that is renamed only once complete (and, if given, once its sha256 matches),
 so an interrupted download never leaves a file that looks present; the next attempt resumes it
-(:mod:`speechkit.pretrained.download`). A file lock per cached file lets
+(:mod:`speechkit.pretrained.sources.download`). A file lock per cached file lets
 one process download while every other rank or job on the machine waits and then reuses the result.
 A cached URL file is revalidated with the server on each fetch (a conditional request: a 304 answer costs no
 download) unless offline, pinned by ``sha256`` or the cache is read-only; ``force_download`` fetches it anew.
 
-Every name that becomes a path is checked to stay inside its folder (:mod:`speechkit.pretrained.names`), and
-URL sources are http(s) only: ``file://`` would read this machine's files.
+Every name that becomes a path is checked to stay inside its folder
+(:mod:`speechkit.pretrained.sources.names`), and URL sources are http(s) only: ``file://`` would read this
+machine's files.
 
 Example:
     >>> path = fetch("model.ckpt", "speechkit/asr-ctc-mini", savedir="pretrained/asr")  # doctest: +SKIP
@@ -42,7 +43,7 @@ from typing import Optional, Union
 import filelock
 
 from speechkit.errors import FetchError
-from speechkit.pretrained.download import (
+from speechkit.pretrained.sources.download import (
     DEFAULT_DOWNLOAD_TIMEOUT_S,
     DEFAULT_STALL_TIMEOUT_S,
     NOT_MODIFIED,
@@ -51,8 +52,8 @@ from speechkit.pretrained.download import (
     file_sha256,
     read_validator,
 )
-from speechkit.pretrained.hub_files import hub_file
-from speechkit.pretrained.names import check_relative_name, inside
+from speechkit.pretrained.sources.hub_files import hub_file
+from speechkit.pretrained.sources.names import check_relative_name, inside
 
 logger = logging.getLogger(__name__)
 

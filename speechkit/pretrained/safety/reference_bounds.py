@@ -4,7 +4,7 @@ hyperpyyaml resolves ``!ref <n> ** <n> ** <n>`` and ``!ref <s> * 10**10`` with P
 and strings, and interpolates references textually, so a few lines can compute or allocate for ever (or grow
 a string exponentially through chains of references). Its resolution goes through two functions of
 ``hyperpyyaml.core``: ``deref`` (every look-up) and ``parse_arithmetic`` (every expression). Inside
-:func:`bounded_references` both are bounded by a :class:`~speechkit.pretrained.limits.SourceLimits`:
+:func:`bounded_references` both are bounded by a :class:`~speechkit.pretrained.sources.limits.SourceLimits`:
 
 - each look-up counts against ``max_reference_steps``, and the time spent against ``max_reference_seconds``;
 - a looked-up or interpolated string longer than ``max_text_chars`` is refused;
@@ -17,7 +17,7 @@ A refusal is an :class:`~speechkit.errors.UnsafeSourceError` naming the file, th
 call the originals when no bound is active (a context variable, so threads do not see each other's bounds).
 
 Example:
-    >>> from speechkit.pretrained.limits import SourceLimits
+    >>> from speechkit.pretrained.sources.limits import SourceLimits
     >>> import hyperpyyaml
     >>> places = {"<n> ** <n> ** <n>": ("big", 2)}
     >>> with bounded_references(SourceLimits(), "hyperparams.yaml", places):
@@ -37,7 +37,7 @@ import time
 from typing import Optional
 
 from speechkit.errors import UnsafeSourceError
-from speechkit.pretrained.limits import SourceLimits
+from speechkit.pretrained.sources.limits import SourceLimits
 
 _ACTIVE: contextvars.ContextVar = contextvars.ContextVar("speechkit_reference_budget", default=None)
 _INSTALL_LOCK = threading.Lock()

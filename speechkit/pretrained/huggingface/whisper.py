@@ -27,11 +27,14 @@ from speechkit.models.whisper.generation_config import WhisperGenerationConfig
 from speechkit.models.whisper.huggingface import state_dict_from_huggingface, state_dict_to_huggingface
 from speechkit.models.whisper.model import WhisperModel
 from speechkit.models.whisper.tokenizer import WhisperTokenizer
-from speechkit.pretrained.fetching import fetch
-from speechkit.pretrained.huggingface_config import MAX_CONFIG_BYTES, read_json_config
-from speechkit.pretrained.limits import DEFAULT_LIMITS, SourceLimits
+from speechkit.pretrained.huggingface.config import MAX_CONFIG_BYTES, read_json_config
+from speechkit.pretrained.huggingface.whisper_config_check import (
+    check_generation_config,
+    check_whisper_config,
+)
 from speechkit.pretrained.loading import load_weights, save_weights
-from speechkit.pretrained.whisper_config_check import check_generation_config, check_whisper_config
+from speechkit.pretrained.sources.fetching import fetch
+from speechkit.pretrained.sources.limits import DEFAULT_LIMITS, SourceLimits
 
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 #: Largest tokenizer file read (tokenizer.json of the multilingual models is about 2.5 MB).

@@ -1,6 +1,6 @@
 """Check a Whisper folder's ``config.json`` and ``generation_config.json`` before anything is built.
 
-Like :mod:`speechkit.pretrained.huggingface_config` for wav2vec 2.0: every field speechkit reads must have
+Like :mod:`speechkit.pretrained.huggingface.config` for wav2vec 2.0: every field speechkit reads must have
 its type and lie within bounds no published model passes, and the whole model within a parameter budget;
 the :class:`~speechkit.errors.CheckpointError` names the file and the key.
 
@@ -14,7 +14,7 @@ Example:
 from __future__ import annotations
 
 from speechkit.errors import CheckpointError
-from speechkit.pretrained.huggingface_config import BOOL, FLOAT, INT, _check_value, _json_kind, _shown
+from speechkit.pretrained.huggingface.config import BOOL, FLOAT, INT, _check_value, _json_kind, _shown
 
 #: Most parameters a Whisper config may describe (large-v3 has about 1.55 billion).
 MAX_PARAMETERS = 4_000_000_000

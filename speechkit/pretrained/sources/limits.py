@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from speechkit.pretrained.download import DEFAULT_DOWNLOAD_TIMEOUT_S, DEFAULT_STALL_TIMEOUT_S
+from speechkit.pretrained.sources.download import DEFAULT_DOWNLOAD_TIMEOUT_S, DEFAULT_STALL_TIMEOUT_S
 
 
 @dataclass(frozen=True)

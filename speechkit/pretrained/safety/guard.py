@@ -7,10 +7,11 @@ unsafe loader). So a YAML from a Hub repo or a URL is vetted twice:
 
 1. :func:`check_yaml_is_safe` reads the text with the first pass's parser, without constructing anything,
    and refuses (deny by default) the first node that could do more than build an allowlisted name
-   (see :mod:`speechkit.pretrained.allowlist`): a callable tag whose target is not on the allowlist for that
-   tag, ``!module:``, ``!include:``, a reference that reads an attribute (``<model.__class__>``, also from a
-   plain string a reference may reach), a tuple holding a tag, any other tag (``!!python/object/apply:``),
-   and alias bombs. The :class:`UnsafeSourceError` names the tag, the target, the file and the line.
+   (see :mod:`speechkit.pretrained.safety.allowlist`): a callable tag whose target is not on the allowlist
+   for that tag, ``!module:``, ``!include:``, a reference that reads an attribute (``<model.__class__>``,
+   also from a plain string a reference may reach), a tuple holding a tag, any other tag
+   (``!!python/object/apply:``), and alias bombs. The :class:`UnsafeSourceError` names the tag, the target,
+   the file and the line.
 2. :class:`UntrustedYamlGuard` re-checks the exact text handed to hyperpyyaml after overrides and gives
    hyperpyyaml's second pass a safe loader whose constructors refuse anything off the allowlist, so a parser
    difference cannot turn into a call.
@@ -34,8 +35,8 @@ import ruamel.yaml
 import yaml
 
 from speechkit.errors import HparamsError, UnsafeSourceError
-from speechkit.pretrained.allowlist import LOADABLE, Allowlist, default_allowlist
-from speechkit.pretrained.limits import DEFAULT_LIMITS, SourceLimits
+from speechkit.pretrained.safety.allowlist import LOADABLE, Allowlist, default_allowlist
+from speechkit.pretrained.sources.limits import DEFAULT_LIMITS, SourceLimits
 
 #: Largest number of nodes a remote YAML may expand to (anchors and aliases can multiply a small file).
 MAX_EXPANDED_NODES = 200_000
@@ -154,7 +155,7 @@ def reference_places(text: str) -> dict:
 
 
 class UntrustedYamlGuard:
-    """What :func:`speechkit.hparams.load_hparams` needs to load a YAML from a non-local source.
+    """What :func:`speechkit.experiment.hparams.load_hparams` needs to load a YAML from a non-local source.
 
     ``check(text)`` vets the final text (after overrides) and ``loader`` is the loader class for
     hyperpyyaml's construction pass, refusing every tag off the allowlist.
@@ -176,7 +177,7 @@ class UntrustedYamlGuard:
     def check(self, text: str) -> None:
         # The whole vetting again, on the very text hyperpyyaml gets: the file may have been replaced since
         # it was first read (another process refreshing the cache), and overrides change it.
-        from speechkit.pretrained.names import check_pretrainer_names
+        from speechkit.pretrained.sources.names import check_pretrainer_names
 
         where = f"{self.where} (after overrides)"
         if len(text.encode("utf-8")) > self.limits.max_yaml_bytes + (1 << 16):  # room for the overrides
@@ -188,7 +189,7 @@ class UntrustedYamlGuard:
 
     def building(self):
         """The context hyperpyyaml builds in: ``!ref`` resolution bounded by the limits."""
-        from speechkit.pretrained.reference_bounds import bounded_references
+        from speechkit.pretrained.safety.reference_bounds import bounded_references
 
         return bounded_references(self.limits, self.where, self._references)
 

@@ -11,7 +11,7 @@ nothing from the folder runs.
 - :func:`export_wav2vec2` writes speechkit's model back as a folder ``transformers`` loads.
 
 ``config.json`` is checked field by field against sane bounds before the model is built
-(:mod:`speechkit.pretrained.huggingface_config`).
+(:mod:`speechkit.pretrained.huggingface.config`).
 
 Example:
     >>> model, extra = load_wav2vec2("facebook/wav2vec2-base", savedir="pretrained/w2v")  # doctest: +SKIP
@@ -27,10 +27,10 @@ from typing import Optional, Union
 from speechkit.errors import CheckpointError, FetchError
 from speechkit.models.wav2vec2 import Wav2Vec2Config, Wav2Vec2Model, Wav2Vec2Pretraining
 from speechkit.models.wav2vec2.huggingface import EXPORT_NAMES, IMPORT_NAMES, rename_key
-from speechkit.pretrained.fetching import fetch
-from speechkit.pretrained.huggingface_config import MAX_CONFIG_BYTES, check_wav2vec2_config, read_json_config
-from speechkit.pretrained.limits import DEFAULT_LIMITS
+from speechkit.pretrained.huggingface.config import MAX_CONFIG_BYTES, check_wav2vec2_config, read_json_config
 from speechkit.pretrained.loading import load_weights, save_weights
+from speechkit.pretrained.sources.fetching import fetch
+from speechkit.pretrained.sources.limits import DEFAULT_LIMITS
 
 logger = logging.getLogger(__name__)
 
