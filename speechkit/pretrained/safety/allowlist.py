@@ -74,6 +74,8 @@ SPEECHKIT_CLASSES = {
     "speechkit.models.wav2vec2": ("Wav2Vec2Config", "Wav2Vec2Model", "WaveformNormalization"),
     "speechkit.models.speaker": ("ECAPATDNN", "EmbeddingNormalization", "ResNetSpeaker", "XVector"),
     "speechkit.pretrained": ("Pretrainer", "FetchSource"),
+    # FetchSource's former defining module: YAMLs written before it moved to sources/ may name it there.
+    "speechkit.pretrained.fetching": ("FetchSource",),
 }
 SPEECHKIT_FUNCTIONS = {
     "speechkit.models": ("stack_frames",),

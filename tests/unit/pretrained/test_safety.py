@@ -151,6 +151,20 @@ def test_guarded_loader_builds_allowlisted_yaml():
     assert type(hparams["encoder"]).__name__ == "Linear" and hparams["other"] == {"lr": 1}
 
 
+def test_fetch_source_is_built_under_its_former_module_name_too():
+    # Model folders written before fetching moved into sources/ name it there; they still load.
+    from speechkit.pretrained.sources.fetching import FetchFrom, FetchSource
+
+    text = ("pretrainer: !new:speechkit.pretrained.Pretrainer\n"
+            "  loadables: {encoder: !new:torch.nn.Linear [2, 2]}\n"
+            "  paths:\n"
+            "    encoder: !new:speechkit.pretrained.fetching.FetchSource [huggingface, org/x/enc.ckpt]\n")
+    check_yaml_is_safe(text, "hyperparams.yaml")
+    hparams = load_hyperpyyaml(io.StringIO(text), loader=UntrustedYamlGuard("remote.yaml").loader)
+    source = hparams["pretrainer"].paths["encoder"]
+    assert type(source) is FetchSource and source.kind is FetchFrom.HUGGING_FACE
+
+
 def test_overrides_from_the_caller_are_trusted():
     guard = UntrustedYamlGuard("remote.yaml", overrides="c: !new:collections.Counter {a: 1}\n")
     guard.check("c: !new:collections.Counter {a: 1}\n")
