@@ -23,7 +23,7 @@ COMMANDS = {
     "trim-silence": ("speechkit.data.trim", "Point a manifest's audio at the speech, without edge silence."),
     "prepare-librispeech": ("speechkit.data.librispeech", "Write manifests for a LibriSpeech-layout tree."),
     "fetch": ("speechkit.pretrained.cli_fetch", "Fetch pretrained files (local path, Hub or URL)."),
-    "export": ("speechkit.pretrained.export", "Turn a recipe's best checkpoint into a model folder."),
+    "export": ("speechkit.commands.export", "Turn a recipe's best checkpoint into a model folder."),
     "average-checkpoints": ("speechkit.checkpoints.averaging",
                             "Average the weights of the best checkpoints."),
     "plot-log": ("speechkit.plot_log", "Draw a train_log.txt's loss and metric curves into a PNG."),

@@ -1,6 +1,7 @@
 """Whisper to ONNX: the encoder, the cross-attention keys and values, and one decoder step with its cache as
-inputs and outputs; checked against PyTorch at export, and run by :class:`OnnxWhisper` in place of the
-PyTorch modules (``WhisperASR.from_hparams(folder, backend="onnx")``) with the same search code.
+inputs and outputs; checked against PyTorch at export, and run by
+:class:`~speechkit.pretrained.whisper_onnx.OnnxWhisper` in place of the PyTorch modules
+(``WhisperASR.from_hparams(folder, backend="onnx")``) with the same search code.
 
 - ``whisper_encoder``: features (B, mels, 3000) -> states (B, 1500, D);
 - ``whisper_cross``: states -> cross_keys, cross_values (L, B, H, 1500, D / H);
@@ -16,14 +17,11 @@ from __future__ import annotations
 import pathlib
 import warnings
 
-import numpy as np
 import torch
 
-from speechkit.errors import ExportError, SpeechkitError
+from speechkit.errors import ExportError
 from speechkit.export.convert import OPSET, allowed_difference, restore_missing_initializers
-
-FILES = {"whisper_encoder": "whisper_encoder.onnx", "whisper_cross": "whisper_cross.onnx",
-         "whisper_decoder_step": "whisper_decoder_step.onnx"}
+from speechkit.pretrained.whisper_onnx import FILES, OnnxWhisper, empty_past
 
 
 class CrossGraph(torch.nn.Module):
@@ -64,13 +62,6 @@ class DecoderStepGraph(torch.nn.Module):
         return logits, torch.stack(keys_out), torch.stack(values_out)
 
 
-def _empty_past(model, batch: int, length: int = 0, generator=None) -> torch.Tensor:
-    config = model.config
-    shape = (config.decoder_layers, batch, config.decoder_heads, length,
-             config.d_model // config.decoder_heads)
-    return torch.randn(shape, generator=generator) * 0.5 if generator is not None else torch.zeros(shape)
-
-
 def export_whisper_onnx(model, folder, seed: int = 0) -> dict:
     """Write the three graphs into ``folder`` and check each against PyTorch on inputs other than the
     export's (batch sizes, cache lengths, prompt lengths); returns name -> largest difference.
@@ -94,7 +85,7 @@ def export_whisper_onnx(model, folder, seed: int = 0) -> dict:
         "whisper_cross": (CrossGraph(model.decoder), (states,), ["states"], ["cross_keys", "cross_values"],
                           {"states": {0: "batch"}, "cross_keys": {1: "batch"}, "cross_values": {1: "batch"}}),
         "whisper_decoder_step": (
-            step, (torch.tensor([[1, 2]]), _empty_past(model, 1, 3, generator), _empty_past(model, 1, 3,
+            step, (torch.tensor([[1, 2]]), empty_past(model, 1, 3, generator), empty_past(model, 1, 3,
                                                                                             generator),
                    *cross),
             ["tokens", "past_keys", "past_values", "cross_keys", "cross_values"], ["logits", "keys",
@@ -133,7 +124,7 @@ def check_whisper_onnx(model, folder, seed: int = 1) -> dict:
         worst["whisper_decoder_step"] = 0.0
         for batch, past, new in ((1, 0, 4), (2, 5, 1), (3, 17, 2)):
             tokens = torch.randint(0, model.config.vocab_size, (batch, new), generator=generator)
-            pk, pv = _empty_past(model, batch, past, generator), _empty_past(model, batch, past, generator)
+            pk, pv = empty_past(model, batch, past, generator), empty_past(model, batch, past, generator)
             ck, cv = (t[:, :1].expand(-1, batch, -1, -1, -1).contiguous() for t in cross)
             expected = step(tokens, pk, pv, ck, cv)
             got = runtime.run_step(tokens, pk, pv, ck, cv)
@@ -152,73 +143,3 @@ def _check(name: str, expected: torch.Tensor, got: torch.Tensor) -> float:
     if not diff <= allowed:
         raise ExportError(f"{name}: differs from PyTorch by {diff:.3g} (tolerance {allowed:.3g})")
     return diff
-
-
-class OnnxCache:
-    """The decoder cache of :class:`OnnxWhisper` (same interface as
-    :class:`~speechkit.models.whisper.model.DecoderCache`)."""
-
-    def __init__(self, cross: tuple, past: tuple):
-        self.cross, self.past = cross, past
-
-    @property
-    def length(self) -> int:
-        return self.past[0].shape[3]
-
-    def reorder(self, index: torch.Tensor) -> None:
-        self.past = tuple(p[:, index.cpu()] for p in self.past)
-
-    def select(self, index: torch.Tensor) -> None:
-        self.reorder(index)
-        self.cross = tuple(c[:, index.cpu()] for c in self.cross)
-
-
-class OnnxWhisper:
-    """The three graphs of a folder behind the interface the searches use: ``encode(features)`` (the
-    encoder), and a ``decoder`` with ``new_cache(states, capacity)`` and ``step(tokens, cache)``."""
-
-    def __init__(self, folder, config, threads=None):
-        try:
-            import onnxruntime
-        except ImportError:
-            raise SpeechkitError("the onnx backend needs onnxruntime: "
-                                 "pip install 'speechkit[onnx]'") from None
-        options = onnxruntime.SessionOptions()
-        if threads:
-            options.intra_op_num_threads = threads
-        options.inter_op_num_threads = 1
-        self.sessions = {}
-        for name, filename in FILES.items():
-            path = pathlib.Path(folder) / filename
-            if not path.is_file():
-                raise SpeechkitError(f"{path}: missing; write the graphs with export_whisper_onnx first")
-            self.sessions[name] = onnxruntime.InferenceSession(str(path), options,
-                                                               providers=["CPUExecutionProvider"])
-        self.config = config
-        self.decoder = self
-
-    def _run(self, name: str, feeds: dict) -> list:
-        arrays = {key: np.ascontiguousarray(value.detach().cpu().numpy()) for key, value in feeds.items()}
-        return [torch.from_numpy(np.asarray(out)) for out in self.sessions[name].run(None, arrays)]
-
-    def encode(self, features: torch.Tensor) -> torch.Tensor:
-        return self._run("whisper_encoder", {"features": features.float()})[0]
-
-    __call__ = encode
-
-    def cross(self, states: torch.Tensor) -> tuple:
-        return tuple(self._run("whisper_cross", {"states": states.float()}))
-
-    def run_step(self, tokens, past_keys, past_values, cross_keys, cross_values) -> tuple:
-        return tuple(self._run("whisper_decoder_step", {
-            "tokens": tokens.long(), "past_keys": past_keys, "past_values": past_values,
-            "cross_keys": cross_keys, "cross_values": cross_values}))
-
-    def new_cache(self, states: torch.Tensor, capacity=None) -> OnnxCache:
-        empty = _empty_past(self, states.shape[0])
-        return OnnxCache(self.cross(states), (empty, empty.clone()))
-
-    def step(self, tokens: torch.Tensor, cache: OnnxCache) -> torch.Tensor:
-        logits, keys, values = self.run_step(tokens, *cache.past, *cache.cross)
-        cache.past = (keys, values)
-        return logits.to(tokens.device)

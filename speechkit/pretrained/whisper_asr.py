@@ -68,8 +68,8 @@ class WhisperASR(torch.nn.Module):
             if run_opts is not None else None
         built = cls(folder, device or "cpu")
         if backend == "onnx":
-            from speechkit.export.whisper import FILES, OnnxWhisper
             from speechkit.pretrained.sources.fetching import fetch
+            from speechkit.pretrained.whisper_onnx import FILES, OnnxWhisper
 
             limits = limits or DEFAULT_LIMITS
             paths = [fetch(name, fetch_source, savedir,

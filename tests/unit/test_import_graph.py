@@ -137,6 +137,16 @@ def test_imports_point_down_the_layers_of_the_design():
     assert not upward, "\n".join(upward)
 
 
+def test_export_sits_above_pretrained_so_an_import_back_up_is_caught():
+    # export/ writes what pretrained/ runs: pretrained/ must never import it (not even through a callback's
+    # module), which only a higher layer makes visible to the test above.
+    layers = design_layers()
+    assert layers["export"] > layers["pretrained"]
+    graph = import_graph(module_files())
+    assert not [(a, b) for a, targets in graph.items() if _top(a) == "pretrained"
+                for b in targets if _top(b) == "export"]
+
+
 _IMPORT_EACH_FIRST = r"""
 import faulthandler, importlib, json, sys, traceback
 faulthandler.dump_traceback_later(240, exit=True)  # a hang ends with every thread's stack, never silently

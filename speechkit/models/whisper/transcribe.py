@@ -100,8 +100,8 @@ class WhisperTranscriber:
         self.generation = generation
         self.tokenizer = tokenizer
         self.frontend = WhisperFrontEnd(model.config.num_mel_bins)
-        # Replaced by exported graphs with backend="onnx" (speechkit.export.whisper): the searches only call
-        # decoder.new_cache and decoder.step.
+        # Replaced by exported graphs with backend="onnx" (speechkit.pretrained.whisper_onnx): the searches
+        # only call decoder.new_cache and decoder.step.
         self.encode_features = model.encoder
         self.decoder = model.decoder
 

@@ -85,7 +85,7 @@ def test_export_errors_name_what_is_missing(trained, capsys):
     assert code == 1 and "has no encoder.ckpt for loadable 'encoder'" in capsys.readouterr().err
     assert not (trained / "x").exists()
     with pytest.raises(CheckpointError, match="no checkpoint with the key 'BLEU'"):
-        from speechkit.pretrained.export import export_model
+        from speechkit.export.model_folder import export_model
         export_model(trained / "save", trained / "inference.yaml", trained / "y", max_key="BLEU")
 
 

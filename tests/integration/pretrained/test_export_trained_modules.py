@@ -12,8 +12,8 @@ import speechkit
 from speechkit.checkpoints import Checkpointer, EpochCounter
 from speechkit.cli import main as speechkit_main
 from speechkit.errors import CheckpointError, SpeechkitError
+from speechkit.export.model_folder import export_model
 from speechkit.pretrained import EncoderASR
-from speechkit.pretrained.export import export_model
 from speechkit.pretrained.loading import load_into, save_weights
 
 YAML = """\

@@ -1,4 +1,4 @@
-"""``speechkit export``: turn a trained recipe's best checkpoint into a model folder others fetch and load.
+"""Turn a trained recipe's best checkpoint into a model folder others fetch and load (``speechkit export``).
 
 Example::
 
@@ -27,7 +27,6 @@ taking a loadable from one of them is an error unless the inference YAML says th
 """
 from __future__ import annotations
 
-import argparse
 import datetime
 import hashlib
 import logging
@@ -36,60 +35,10 @@ import pathlib
 import re
 import shutil
 
-from speechkit.argtypes import name_value
 from speechkit.errors import CheckpointError, SpeechkitError
 from speechkit.output_folder import check_model_output
 
 logger = logging.getLogger(__name__)
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--checkpoints", default=None,
-                        help="The recipe's checkpoints folder (CKPT+* inside; the best by --min-key/"
-                        "--max-key is exported), or one checkpoint folder (a CKPT+ folder, or one written by "
-                        "speechkit average-checkpoints).")
-    parser.add_argument("--hparams", default=None, help="The inference YAML that becomes hyperparams.yaml.")
-    parser.add_argument("--model", default=None, help="Export graphs of this model folder (local, Hub repo "
-                        "id or URL) instead of a recipe's checkpoint (with --format).")
-    parser.add_argument("--format", action="append", default=[], choices=["onnx", "torchscript"],
-                        help="Also write the model's graphs in this format (repeatable; docs/deploy.md).")
-    parser.add_argument("--quantize", default=None, choices=["int8"],
-                        help="Also write each ONNX graph's int8 version (dynamic quantisation), checked "
-                        "against PyTorch with int8's tolerance; backend='onnx' then runs it "
-                        "(docs/deploy.md).")
-    parser.add_argument("--output", required=True, help="The model folder to write.")
-    group = parser.add_mutually_exclusive_group()
-    group.add_argument("--min-key", default=None, help="Pick the checkpoint with the lowest value (WER).")
-    group.add_argument("--max-key", default=None, help="Pick the checkpoint with the highest value.")
-    parser.add_argument("--map", action="append", default=[], type=name_value, metavar="NAME=CKPT[:PREFIX]",
-                        help="Loadable NAME takes the tensors of CKPT.ckpt whose keys start with PREFIX.")
-    parser.add_argument("--file", action="append", default=[], type=name_value, metavar="NAME=PATH",
-                        help="Loadable NAME's file is copied from PATH (e.g. a tokenizer model).")
-    parser.add_argument("--name", default=None, help="Model name for the card (default: the output folder).")
-    parser.add_argument("--description", default="", help="A paragraph for the model card.")
-    parser.add_argument("--force", action="store_true", help="Replace an existing output folder.")
-    parser.add_argument("--no-verify", action="store_true", help="Skip loading the exported model back, and "
-                        "comparing exported graphs (--format) with PyTorch.")
-    parser.add_argument("--run-hparams", default="auto", help="The training run's hyperparams.yaml whose "
-                        "whole-number sizes replace the inference YAML's (default: the one of the run the "
-                        "checkpoints belong to; 'none' keeps the inference YAML as it is).")
-
-
-def run(args: argparse.Namespace) -> int:
-    if args.format or args.model or args.quantize:  # exported graphs (speechkit.export)
-        from speechkit.export.cli import run_export
-
-        return run_export(args, export_model)
-    if not (args.checkpoints and args.hparams):
-        raise SpeechkitError("give --checkpoints and --hparams (a recipe's checkpoint), or --model with "
-                             "--format")
-    folder = export_model(
-        args.checkpoints, args.hparams, args.output, min_key=args.min_key, max_key=args.max_key,
-        mapping=dict(args.map), files=dict(args.file), name=args.name,
-        description=args.description, force=args.force, verify=not args.no_verify,
-        run_hparams=None if args.run_hparams == "none" else args.run_hparams)
-    print(folder)
-    return 0
 
 
 def export_model(checkpoints_dir, hparams_file, output, min_key=None, max_key=None, mapping=None, files=None,
@@ -143,9 +92,9 @@ def export_model(checkpoints_dir, hparams_file, output, min_key=None, max_key=No
 
 
 def _with_run_sizes(text: str, hparams_file, checkpoints_dir, run_hparams) -> tuple:
-    """The inference YAML with the training run's sizes (:mod:`speechkit.pretrained.run_sizes`), and a
+    """The inference YAML with the training run's sizes (:mod:`speechkit.export.run_sizes`), and a
     model-card paragraph saying which changed."""
-    from speechkit.pretrained.run_sizes import adapt_sizes, find_run_hparams
+    from speechkit.export.run_sizes import adapt_sizes, find_run_hparams
 
     run_file = find_run_hparams(checkpoints_dir) if run_hparams == "auto" else run_hparams
     if run_file is None:
