@@ -15,6 +15,7 @@ _LAZY = {
     "FetchFrom": "speechkit.pretrained.sources.fetching",
     "FetchSource": "speechkit.pretrained.sources.fetching",
     "FetchStrategy": "speechkit.pretrained.sources.fetching",
+    "ModelSource": "speechkit.pretrained.sources.model_source",
     "Pretrainer": "speechkit.pretrained.pretrainer",
     "LoadReport": "speechkit.pretrained.loading",
     "load_weights": "speechkit.pretrained.loading",

@@ -18,9 +18,7 @@ from __future__ import annotations
 import inspect
 import json
 import logging
-import os
 import pathlib
-import re
 from collections.abc import Sequence
 from typing import Optional, Union
 
@@ -33,16 +31,9 @@ from speechkit.errors import DataError, HparamsError
 from speechkit.experiment.hparams import load_hparams
 from speechkit.pretrained.interface_keys import check_interface_keys, describe_value, key_place
 from speechkit.pretrained.registry import interface_for_model_type, interface_named, register_interface
-from speechkit.pretrained.sources.fetching import (
-    FetchFrom,
-    FetchStrategy,
-    as_strategy,
-    default_cache_dir,
-    describe,
-    fetch,
-    resolve_source,
-)
+from speechkit.pretrained.sources.fetching import FetchStrategy
 from speechkit.pretrained.sources.limits import DEFAULT_LIMITS, SourceLimits
+from speechkit.pretrained.sources.model_source import ModelSource
 
 logger = logging.getLogger(__name__)
 
@@ -119,77 +110,40 @@ class Pretrained(torch.nn.Module):
             UnsafeSourceError: a remote YAML asks for an object outside the allowlist (naming tag and file).
             FetchError, HparamsError, CheckpointError: naming the file, key or source at fault.
         """
-        fetch_source = resolve_source(source)
-        local = fetch_source.kind is FetchFrom.LOCAL
-        if local and hparams_file == "hyperparams.yaml":
-            whole = _transformers_folder_interface(cls, source)
+        model = ModelSource.resolve(source, savedir, strategy=strategy, limits=limits, allow=allow,
+                                    revision=revision, allow_network=allow_network, cache_dir=cache_dir,
+                                    force_download=force_download, trust_remote_code=trust_remote_code)
+        return cls.from_source(model, hparams_file, overrides=overrides, run_opts=run_opts, backend=backend)
+
+    @classmethod
+    def from_source(cls, model: ModelSource, hparams_file: str = "hyperparams.yaml", overrides=None,
+                    run_opts=None, backend: str = "torch"):
+        """:meth:`from_hparams` with the source and fetch settings resolved: fetch the YAML (vetted when
+        ``model`` is not trusted), build it, fetch and load the pretrainer's files, build the interface.
+
+        Example:
+            >>> model = ModelSource.resolve("org/asr-ctc", allow_network=False)      # doctest: +SKIP
+            >>> asr = EncoderASR.from_source(model)                                   # doctest: +SKIP
+        """
+        if model.local and hparams_file == "hyperparams.yaml":
+            whole = _transformers_folder_interface(cls, model.folder, model.source.path)
             if whole is not None:  # a transformers Whisper folder: config.json and no hyperparams.yaml
-                return whole.from_hparams(source, savedir, run_opts=run_opts, revision=revision,
-                                          allow_network=allow_network, cache_dir=cache_dir,
-                                          force_download=force_download, limits=limits, backend=backend)
-        if savedir is None:
-            strategy = FetchStrategy.IN_PLACE if local else strategy
-            savedir = None if local else default_cache_dir() / "models" / _slug(fetch_source.path)
-        elif pathlib.Path(savedir).exists() and local and os.path.samefile(savedir, fetch_source.path):
-            strategy = FetchStrategy.IN_PLACE
-        where = f"{hparams_file} from {describe(fetch_source, revision)}"
-        if backend == "torchscript" and not (local or trust_remote_code):
+                return whole.from_hparams(model.source, model.savedir, run_opts=run_opts,
+                                          revision=model.revision, allow_network=model.allow_network,
+                                          cache_dir=model.cache_dir, force_download=model.force_download,
+                                          limits=model.limits, backend=backend)
+        where = model.describe(hparams_file)
+        if backend == "torchscript" and not model.trusted:
             from speechkit.errors import UnsafeSourceError
 
             raise UnsafeSourceError(f"{where}: a TorchScript file holds code; load it from a remote source "
                                     "only with trust_remote_code=True (or use backend='onnx')")
-        limits = limits or DEFAULT_LIMITS
-        common = dict(revision=revision, allow_network=allow_network, cache_dir=cache_dir,
-                      force_download=force_download)
-        if not local:  # a remote folder is bounded in size and time (docs/pretrained.md, "Limits")
-            common["stall_timeout_s"] = limits.stall_timeout_s
-            common["download_timeout_s"] = limits.download_timeout_s
-        yaml_path = fetch(hparams_file, fetch_source, savedir, strategy=strategy,
-                          max_bytes=None if local else limits.max_yaml_bytes, **common)
-        if local:  # read the original, so that !include paths resolve next to it, not next to a link
-            yaml_path = pathlib.Path(os.path.expanduser(fetch_source.path)) / hparams_file
-        guard, text = None, None
-        if not local:  # vetted before anything is imported (docs/pretrained.md)
-            from speechkit.pretrained.safety.guard import (
-                UntrustedYamlGuard,
-                check_yaml_is_safe,
-                read_untrusted_yaml,
-            )
-            from speechkit.pretrained.sources.names import check_pretrainer_names
-
-            text = read_untrusted_yaml(yaml_path, where, limits)
-            check_pretrainer_names(text, where)
-            if not trust_remote_code:
-                guard = UntrustedYamlGuard(where, allow=allow, overrides=overrides, limits=limits)
-                check_yaml_is_safe(text, where, allowlist=guard.allowlist)
+        yaml_path, text, guard = _fetch_yaml(model, hparams_file, overrides)
         try:
             hparams = load_hparams(yaml_path, overrides, guard=guard)
         except HparamsError as error:
             raise HparamsError(f"{where}: {error}") from None
-        pretrainer = hparams.get("pretrainer")
-        if pretrainer is not None:
-            from speechkit.pretrained.pretrainer import Pretrainer
-
-            if not isinstance(pretrainer, Pretrainer):
-                raise HparamsError(f"{key_place(where, text, 'pretrainer')}: key 'pretrainer' must be a "
-                                   f"speechkit.pretrained.Pretrainer, got {describe_value(pretrainer)}")
-            collect_in = savedir if savedir is not None else pathlib.Path(yaml_path).parent
-            pretrainer.set_collect_in(collect_in)
-            pretrainer.strategy = as_strategy(strategy)
-            pretrainer.force_download = force_download
-            if not local:
-                pretrainer.fetch_limits = dict(max_bytes=limits.max_file_bytes,
-                                               stall_timeout_s=limits.stall_timeout_s,
-                                               download_timeout_s=limits.download_timeout_s)
-            if pretrainer.revision is None:
-                pretrainer.revision = revision
-            if not (local or trust_remote_code):
-                pretrainer.refuse_unsafe_sources(fetch_source, where)
-            pretrainer.collect_files(default_source=fetch_source, allow_network=allow_network,
-                                     cache_dir=cache_dir)
-            classes = {name: obj for name, obj in pretrainer.loadables.items() if isinstance(obj, type)}
-            pretrainer.load_collected()
-            _put_built_instances(hparams, classes, pretrainer.loadables)
+        _load_pretrained_files(hparams, model, pathlib.Path(yaml_path).parent, where, text)
         interface = cls._declared_interface(hparams, where)
         if "modules" not in hparams:
             raise HparamsError(f"{where}: key 'modules' is required by {interface.__name__}")
@@ -200,9 +154,7 @@ class Pretrained(torch.nn.Module):
         if backend != "torch":  # the folder's exported graphs replace the modules (speechkit.export)
             from speechkit.pretrained.backends import attach_backend
 
-            attach_backend(built, backend, fetch_source.path,
-                           lambda name: fetch(name, fetch_source, savedir, strategy=strategy,
-                                              max_bytes=None if local else limits.max_file_bytes, **common))
+            attach_backend(built, backend, model.source.path, model.fetch_file)
         return built
 
     @classmethod
@@ -237,15 +189,14 @@ class Pretrained(torch.nn.Module):
         return wavs, lengths
 
 
-def _transformers_folder_interface(cls, source):
-    """The interface that loads ``source`` when it is a local transformers folder without a
-    ``hyperparams.yaml`` (``config.json`` naming a ``model_type`` speechkit loads as a whole recognizer:
-    Whisper), if ``cls`` is a recognizer or ``Pretrained`` itself; None for any other folder.
+def _transformers_folder_interface(cls, folder: pathlib.Path, source: str):
+    """The interface that loads ``folder`` (``source`` as the user wrote it) when it is a transformers folder
+    without a ``hyperparams.yaml`` (``config.json`` naming a ``model_type`` speechkit loads as a whole
+    recognizer: Whisper), if ``cls`` is a recognizer or ``Pretrained`` itself; None for any other folder.
 
     Raises:
         HparamsError: another kind of interface (speaker, separation, ...) asked to load such a folder.
     """
-    folder = pathlib.Path(os.path.expanduser(resolve_source(source).path))
     config = folder / "config.json"
     if (folder / "hyperparams.yaml").exists() or not config.is_file() or config.stat().st_size > 1 << 20:
         return None
@@ -260,6 +211,46 @@ def _transformers_folder_interface(cls, source):
         return interface
     raise HparamsError(f"{source}: a {model_type} folder (config.json) is a speech recognizer; "
                        f"{cls.__name__} cannot load it ({interface.__name__} or EncoderDecoderASR can)")
+
+
+def _fetch_yaml(model: ModelSource, hparams_file: str, overrides) -> tuple:
+    """``(path, text, guard)`` of the folder's YAML: a remote one is read within its limits and vetted
+    before anything is imported (docs/pretrained.md); its text and, unless trusted, the guard its loading
+    goes through. A local one is read where it is (so ``!include`` paths resolve next to it, not next to a
+    link), with text and guard None."""
+    yaml_path = model.fetch(hparams_file, max_bytes=model.limits.max_yaml_bytes if model.limits else None)
+    if model.local:
+        return model.folder / hparams_file, None, None
+    from speechkit.pretrained.safety.guard import UntrustedYamlGuard, check_yaml_is_safe, read_untrusted_yaml
+    from speechkit.pretrained.sources.names import check_pretrainer_names
+
+    where = model.describe(hparams_file)
+    text = read_untrusted_yaml(yaml_path, where, model.limits or DEFAULT_LIMITS)
+    check_pretrainer_names(text, where)
+    guard = None
+    if not model.trust_remote_code:
+        guard = UntrustedYamlGuard(where, allow=model.allow, overrides=overrides,
+                                   limits=model.limits or DEFAULT_LIMITS)
+        check_yaml_is_safe(text, where, allowlist=guard.allowlist)
+    return yaml_path, text, guard
+
+
+def _load_pretrained_files(hparams: dict, model: ModelSource, yaml_folder: pathlib.Path, where: str,
+                           text: Optional[str]) -> None:
+    """Fetch and load the files the YAML's ``pretrainer`` names (into ``model.savedir``, else next to the
+    YAML); classes it built from their files replace the class in ``hparams``."""
+    pretrainer = hparams.get("pretrainer")
+    if pretrainer is None:
+        return
+    from speechkit.pretrained.pretrainer import Pretrainer
+
+    if not isinstance(pretrainer, Pretrainer):
+        raise HparamsError(f"{key_place(where, text, 'pretrainer')}: key 'pretrainer' must be a "
+                           f"speechkit.pretrained.Pretrainer, got {describe_value(pretrainer)}")
+    pretrainer.collect_model_files(model, model.savedir if model.savedir is not None else yaml_folder, where)
+    classes = {name: obj for name, obj in pretrainer.loadables.items() if isinstance(obj, type)}
+    pretrainer.load_collected()
+    _put_built_instances(hparams, classes, pretrainer.loadables)
 
 
 @register_interface
@@ -369,10 +360,6 @@ def _option(run_opts, name):
     if isinstance(run_opts, dict):
         return run_opts.get(name)
     return getattr(run_opts, name, None)
-
-
-def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "--", text).strip("-") or "model"
 
 
 def _decode(tokenizer, ids: list) -> str:

@@ -41,6 +41,7 @@ from speechkit.pretrained.sources.fetching import (
     is_repo_id,
     resolve_source,
 )
+from speechkit.pretrained.sources.model_source import ModelSource
 from speechkit.pretrained.sources.names import check_file_name, yaml_child, yaml_items
 
 logger = logging.getLogger(__name__)
@@ -78,8 +79,10 @@ class Pretrainer:
         self.revision = revision
         self.sizes = dict(sizes or {})
         self.collected: dict = {}
-        #: Bounds on downloads (``fetch`` arguments), set by ``from_hparams`` for a non-local source.
+        #: Bounds on downloads (``fetch`` arguments) for :meth:`collect_files`; a model folder's come from its
+        #: :class:`~speechkit.pretrained.sources.model_source.ModelSource` (:meth:`collect_model_files`).
         self.fetch_limits: dict = {}
+        #: Fetch every remote file anew in :meth:`collect_files` instead of revalidating the cached copy.
         self.force_download = False
         unknown = set(self.paths) - set(self.loadables)
         if unknown:
@@ -162,18 +165,40 @@ class Pretrainer:
         bounded by the process group's timeout: pre-fetch models too large for it (``speechkit fetch``).
         Every rank must call it (it holds collectives).
         """
+        options = dict(strategy=self.strategy, revision=self.revision, allow_network=allow_network,
+                       cache_dir=cache_dir, force_download=self.force_download, **self.fetch_limits)
+        return self._collect_on_every_rank(default_source, options)
+
+    def collect_model_files(self, model: ModelSource, collect_in, where: str) -> dict:
+        """Fetch every loadable's file of the model folder ``model`` (what ``from_hparams`` does) into
+        ``collect_in``: with ``model``'s strategy, network, cache and download settings and, for a non-local
+        folder, its bounds; a file of the folder itself is looked up in ``model.source``, and the YAML's own
+        ``revision`` wins over ``model``'s. A non-local folder whose YAML is not trusted may name remote files
+        only (see :meth:`refuse_unsafe_sources`; ``where`` names the YAML in errors). Returns name -> path, as
+        :meth:`collect_files` (every rank must call it too)."""
+        if not model.trusted:
+            self.refuse_unsafe_sources(model.source, where)
+        self.collect_in = pathlib.Path(collect_in)
+        options = model.file_options()
+        if self.revision is not None:
+            options["revision"] = self.revision
+        return self._collect_on_every_rank(model.source, options)
+
+    def _collect_on_every_rank(self, default_source, options: dict) -> dict:
+        """:meth:`_collect` once per machine first, then on the other ranks from the cache (see
+        :meth:`collect_files`)."""
         dist = _distributed()
         ctx = dist.context() if dist is not None else None
         if ctx is None or not ctx.is_distributed:
-            self.collected = self._collect(default_source, allow_network, cache_dir)
+            self.collected = self._collect(default_source, options)
             return self.collected
         first = ctx.local_rank == 0
         for turn in ("first", "others"):
             error = None
             if first == (turn == "first"):
                 try:
-                    online = allow_network and turn == "first"
-                    self.collected = self._collect(default_source, online, cache_dir)
+                    online = options["allow_network"] and turn == "first"
+                    self.collected = self._collect(default_source, {**options, "allow_network": online})
                 except Exception as exc:  # reported to every rank below
                     error = f"rank {ctx.rank}: {exc}"
             errors = [e for e in dist.all_gather_object(error) if e]
@@ -181,7 +206,8 @@ class Pretrainer:
                 raise FetchError("Pretrainer.collect_files failed: " + "; ".join(errors))
         return self.collected
 
-    def _collect(self, default_source, allow_network, cache_dir) -> dict:
+    def _collect(self, default_source, options: dict) -> dict:
+        """Fetch each loadable's file into ``collect_in``; ``options``: :func:`fetch`'s settings."""
         collected, used = {}, set()
         for name in self.loadables:
             source, filename = self.locate(name, default_source)
@@ -189,11 +215,9 @@ class Pretrainer:
             if saved in used:  # two loadables with files of one name (from different sources)
                 saved = f"{check_file_name(name, 'Pretrainer: loadable name')}.{saved}"
             used.add(saved)
-            collected[name] = fetch(filename, resolve_source(source), self.collect_in, strategy=self.strategy,
-                                    revision=self.revision, sha256=self.sha256.get(name),
-                                    allow_network=allow_network, save_filename=saved, cache_dir=cache_dir,
-                                    size=self.sizes.get(name), force_download=self.force_download,
-                                    **self.fetch_limits)
+            collected[name] = fetch(filename, resolve_source(source), self.collect_in,
+                                    sha256=self.sha256.get(name), save_filename=saved,
+                                    size=self.sizes.get(name), **options)
         return collected
 
     # -------------------------------------------------------------------------------------------- load
