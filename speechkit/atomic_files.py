@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import pathlib
+import shutil
 from collections.abc import Iterator
 from typing import IO, Optional, Union
 
@@ -57,3 +59,26 @@ def atomic_write(path: Union[str, os.PathLike], mode: str = "w", encoding: Optio
         options = {"encoding": encoding, "newline": newline} if text else {}
         with open(temporary, mode, **options) as handle:
             yield handle
+
+
+@contextlib.contextmanager
+def replacing_folder(path: Union[str, os.PathLike]) -> Iterator[pathlib.Path]:
+    """Yield a new, empty temporary folder beside ``path`` (its parents made); when the block ends without an
+    error it takes ``path``'s place, a folder already there being removed first. On an error the temporary
+    folder is removed and ``path`` stays as it was.
+
+    A folder cannot replace another in one atomic step as a file can: between the removal and the rename
+    ``path`` is briefly missing, but it is never seen half written.
+    """
+    temporary = pathlib.Path(temporary_path(path))
+    shutil.rmtree(temporary, ignore_errors=True)  # left by a process of this id that was killed
+    temporary.mkdir(parents=True)
+    try:
+        yield temporary
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path)
+        elif os.path.lexists(path):
+            os.remove(path)
+        os.replace(temporary, path)
+    finally:
+        shutil.rmtree(temporary, ignore_errors=True)

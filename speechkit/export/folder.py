@@ -18,6 +18,7 @@ import pathlib
 import shutil
 import tempfile
 
+from speechkit.atomic_files import replacing_folder
 from speechkit.errors import ExportError, SpeechkitError
 from speechkit.output_folder import check_model_output
 from speechkit.pretrained.backends import MANIFEST, SUFFIXES
@@ -57,10 +58,9 @@ def export_folder(source, output, formats=("onnx",), force: bool = False, verify
             interface = Pretrained.from_hparams(source, savedir=folder, strategy="copy", **load_options)
         if output.exists() and output.resolve() == folder.resolve():
             raise SpeechkitError(f"{output}: is the source folder; write the exported copy elsewhere")
-        tmp = output.with_name(f".{output.name}.tmp-{os.getpid()}")
-        shutil.rmtree(tmp, ignore_errors=True)
-        try:
-            shutil.copytree(folder, tmp, symlinks=False, ignore=shutil.ignore_patterns(".*"))
+        with replacing_folder(output) as tmp:
+            shutil.copytree(folder, tmp, symlinks=False, ignore=shutil.ignore_patterns(".*"),
+                            dirs_exist_ok=True)
             manifest = {"interface": type(interface).__name__, "artefacts": {}}
             for spec in graph_specs(interface):
                 for fmt in formats:
@@ -84,11 +84,6 @@ def export_folder(source, output, formats=("onnx",), force: bool = False, verify
             text = card.read_text(encoding="utf-8") if card.is_file() else f"# {output.name}\n"
             card.write_text(text.rstrip("\n") + "\n\n" + card_section(manifest), encoding="utf-8")
             honour_umask(tmp)
-            if output.exists():
-                shutil.rmtree(output)
-            os.replace(tmp, output)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
     return output
 
 

@@ -30,11 +30,11 @@ from __future__ import annotations
 import datetime
 import hashlib
 import logging
-import os
 import pathlib
 import re
 import shutil
 
+from speechkit.atomic_files import replacing_folder
 from speechkit.errors import CheckpointError, SpeechkitError
 from speechkit.output_folder import check_model_output
 
@@ -64,10 +64,7 @@ def export_model(checkpoints_dir, hparams_file, output, min_key=None, max_key=No
         raise SpeechkitError(f"--map/--file name {sorted(unknown)}, which {hparams_file}'s pretrainer does "
                              f"not load (it loads {sorted(declared)})")
     _refuse_untrained(declared, mapping, files, checkpoint, text, hparams_file)
-    tmp = output.with_name(f".{output.name}.tmp-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    try:
+    with replacing_folder(output) as tmp:
         written = {}
         for loadable, spec in declared.items():
             if not isinstance(spec, str) or "/" in spec:
@@ -83,11 +80,6 @@ def export_model(checkpoints_dir, hparams_file, output, min_key=None, max_key=No
         if verify:
             _verify(tmp)
             _warn_if_remote_copies_need_trust(text, hparams_file)
-        if output.exists():
-            shutil.rmtree(output)
-        os.replace(tmp, output)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
     return output
 
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -25,6 +24,7 @@ from typing import Optional
 import numpy as np
 import torch
 
+from speechkit.atomic_files import atomic_write
 from speechkit.errors import ManifestError
 
 
@@ -64,10 +64,8 @@ def file_stem(item_id: str) -> str:
 
 
 def _save_atomic(path: Path, array: np.ndarray) -> None:
-    temporary = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(temporary, "wb") as handle:  # a file object: np.save would add ".npy" to the name
+    with atomic_write(path, "wb") as handle:  # a file object: np.save would add ".npy" to the name
         np.save(handle, np.ascontiguousarray(array, dtype=np.float32), allow_pickle=False)
-    os.replace(temporary, path)
 
 
 def write_embeddings(vocoder, rows: dict, output, pairs: Sequence = (), steps: int = 5,
@@ -125,7 +123,6 @@ def write_embeddings(vocoder, rows: dict, output, pairs: Sequence = (), steps: i
             if progress:
                 progress(len(manifest), total)
     path = output / "manifest.json"
-    temporary = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    temporary.write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-    os.replace(temporary, path)
+    with atomic_write(path) as handle:
+        handle.write(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
     return path

@@ -12,12 +12,12 @@ Example:
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Callable, Optional
 
 import torch
 
+from speechkit.atomic_files import atomic_write
 from speechkit.errors import ManifestError
 from speechkit.pretrained.mel_embeddings import _save_atomic, file_stem
 
@@ -47,7 +47,6 @@ def write_speaker_embeddings(model, rows: dict, output, audio_field: str = "wav"
         if progress:
             progress(len(manifest), len(ids))
     path = output / "manifest.json"
-    temporary = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    temporary.write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-    os.replace(temporary, path)
+    with atomic_write(path) as handle:
+        handle.write(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
     return path

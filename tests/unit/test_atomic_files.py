@@ -7,7 +7,7 @@ import os
 import pytest
 import torch
 
-from speechkit.atomic_files import atomic_write, replacing, temporary_path
+from speechkit.atomic_files import atomic_write, replacing, replacing_folder, temporary_path
 
 
 def test_a_written_file_replaces_the_old_one_and_leaves_no_temporary(tmp_path):
@@ -57,3 +57,28 @@ def test_a_writer_taking_a_path_writes_through_the_temporary(tmp_path):
 
 def test_each_process_has_its_own_temporary_name(tmp_path):
     assert temporary_path(tmp_path / "a.json") == str(tmp_path / f".a.json.tmp-{os.getpid()}")
+
+
+def test_a_written_folder_replaces_the_old_one_whole(tmp_path):
+    output = tmp_path / "models" / "asr"  # its parent is made too
+    with replacing_folder(output) as folder:
+        assert folder.is_dir() and not any(folder.iterdir()) and not output.exists()
+        (folder / "hyperparams.yaml").write_text("new")
+    assert sorted(os.listdir(output)) == ["hyperparams.yaml"]
+    with replacing_folder(output) as folder:
+        (folder / "README.md").write_text("card")
+    assert sorted(os.listdir(output)) == ["README.md"]  # nothing of the old folder is left
+    assert os.listdir(tmp_path / "models") == ["asr"]
+
+
+def test_a_failed_folder_keeps_the_old_one_and_removes_the_temporary(tmp_path):
+    output = tmp_path / "asr"
+    output.mkdir()
+    (output / "weights.ckpt").write_text("old")
+    with pytest.raises(RuntimeError, match="verification failed"):
+        with replacing_folder(output) as folder:
+            (folder / "weights.ckpt").write_text("half")
+            raise RuntimeError("verification failed")
+    assert (output / "weights.ckpt").read_text() == "old"
+    assert os.listdir(tmp_path) == ["asr"]
+

@@ -24,6 +24,7 @@ import logging
 import os
 from typing import Optional, Union
 
+from speechkit.atomic_files import atomic_write
 from speechkit.errors import CheckpointError, FetchError
 from speechkit.models.wav2vec2 import Wav2Vec2Config, Wav2Vec2Model, Wav2Vec2Pretraining
 from speechkit.models.wav2vec2.huggingface import EXPORT_NAMES, IMPORT_NAMES, rename_key
@@ -195,9 +196,7 @@ def write_huggingface_folder(folder, hf_config: dict, hf_state: dict, extra: Opt
     if extra and "lm_head.weight" in extra:
         hf_config["vocab_size"] = int(extra["lm_head.weight"].shape[0])
     os.makedirs(folder, exist_ok=True)
-    temporary = os.path.join(folder, f".config.json.tmp{os.getpid()}")
-    with open(temporary, "w", encoding="utf-8") as handle:
-        json.dump(hf_config, handle, indent=2)
     save_weights(hf_state, os.path.join(folder, "model.safetensors"))
-    os.replace(temporary, os.path.join(folder, "config.json"))
+    with atomic_write(os.path.join(folder, "config.json")) as handle:
+        json.dump(hf_config, handle, indent=2)
     return os.fspath(folder)

@@ -21,6 +21,7 @@ import shutil
 from dataclasses import dataclass
 from typing import Optional, Union
 
+from speechkit.atomic_files import atomic_write
 from speechkit.errors import CheckpointError, FetchError
 from speechkit.models.whisper.config import WhisperConfig
 from speechkit.models.whisper.generation_config import WhisperGenerationConfig
@@ -173,8 +174,6 @@ def export_whisper(folder: Union[WhisperFolder, WhisperModel], path: Union[str, 
                 destination = os.path.join(path, name)
                 if not (os.path.exists(destination) and os.path.samefile(source, destination)):
                     shutil.copyfile(source, destination)
-    temporary = os.path.join(path, f".config.json.tmp{os.getpid()}")
-    with open(temporary, "w", encoding="utf-8") as handle:
+    with atomic_write(os.path.join(path, "config.json")) as handle:  # last: a folder with it is complete
         json.dump(model.config.to_huggingface(), handle, indent=2)
-    os.replace(temporary, os.path.join(path, "config.json"))
     return os.fspath(path)
