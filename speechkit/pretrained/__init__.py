@@ -7,7 +7,7 @@ Example:
 """
 from __future__ import annotations
 
-import importlib
+from speechkit.lazy_exports import lazy_exports
 
 # Imported on first use: fetching needs no torch, so `speechkit fetch` starts fast.
 _LAZY = {
@@ -38,10 +38,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str):
-    if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'speechkit.pretrained' has no attribute {name!r}")
+__getattr__ = lazy_exports(__name__, _LAZY)
 
 
 __all__ = sorted(_LAZY)
