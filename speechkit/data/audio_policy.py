@@ -177,7 +177,7 @@ def read_as(source: Source, sample_rate: int, channels: Union[str, int] = "mix")
     """``AudioPolicy(sample_rate, channels).read(source)``: one file as a model at ``sample_rate`` hears it.
 
     Example:
-        >>> read_as("stereo_44k.wav", 8000).shape
-        torch.Size([8000])
+        >>> read_as("data/utt1.wav", 8000).shape   # 1.5 s recorded at 16 kHz
+        torch.Size([12000])
     """
     return shared_policy(sample_rate, channels).read(source)

@@ -15,8 +15,12 @@ Building: :func:`build_manifest` walks a tree of audio files and reads each file
 (several processes for large trees); :func:`split_manifest` draws a seeded train/valid split.
 
 Example:
-    >>> data = load_manifest("train.json", replacements={"data_root": "/corpora/LibriSpeech"})
-    >>> train, valid = split_manifest(build_manifest("/corpora/x", ext="flac"), valid_percent=0.05, seed=1)
+    >>> data = load_manifest("train.json", replacements={"data_root": "data"})
+    >>> data["utt1"]
+    {'wav': 'data/utt1.wav', 'duration': 1.5, 'text': 'HELLO WORLD', 'speaker': 'alice'}
+    >>> train, valid = split_manifest(build_manifest("data", ext="wav"), valid_percent=0.34, seed=1)
+    >>> sorted(train), sorted(valid)
+    (['utt1', 'utt3'], ['utt2'])
 """
 from __future__ import annotations
 
