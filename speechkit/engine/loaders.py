@@ -6,7 +6,8 @@ loader without ``state_dict`` is wrapped in
 depends only on the epoch).
 
 Example:
-    >>> loader = build_loader(list(range(10)), "train", {"batch_size": 4}, rank=0, world_size=1, seed=0)
+    >>> dataset = torch.utils.data.TensorDataset(torch.arange(10))
+    >>> loader = build_loader(dataset, "train", {"batch_size": 4}, rank=0, world_size=1, seed=0)
     >>> [len(b) for b in loader]
     [4, 4, 2]
 """
