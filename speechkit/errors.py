@@ -15,6 +15,8 @@ class HparamsError(SpeechkitError):
 
     Example:
         >>> raise HparamsError("train.yaml, line 12: !ref <lr> names no key 'lr'")
+        Traceback (most recent call last):
+        speechkit.errors.HparamsError: train.yaml, line 12: !ref <lr> names no key 'lr'
     """
 
 
