@@ -1,12 +1,12 @@
 """SentencePiece tokenizer: train from a manifest's transcripts, encode/decode ids and pieces, save/load.
 
 Example:
-    >>> tokenizer = SentencePieceTokenizer.train("train.json", "tokenizer/", vocab_size=100,
+    >>> tokenizer = SentencePieceTokenizer.train("train.json", "tokenizer/", vocab_size=16,
     ...                                          model_type="unigram", text_field="text")
     >>> ids = tokenizer.encode("HELLO WORLD")
     >>> tokenizer.decode(ids)
     'HELLO WORLD'
-    >>> same = SentencePieceTokenizer.load("tokenizer/100_unigram.model")
+    >>> same = SentencePieceTokenizer.load("tokenizer/16_unigram.model")
 
 Ids: ``unk`` is 0 and ``bos``/``eos``/``pad`` are off unless asked for (``bos_id=1, eos_id=2``). For CTC,
 offset the ids by one to make room for a blank at 0, or pass ``blank_symbol`` to reserve a piece.
