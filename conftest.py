@@ -2,11 +2,15 @@
 
 Every module of ``speechkit/`` is collected for its ``>>>`` examples (``testpaths`` in pyproject.toml names
 the package), so ``make test`` fails when an example stops showing true output. Each example runs in a fresh
-temporary folder holding a small data set, so the paths the docs use (``train.json``, ``data/utt1.wav``)
-exist without pointing anywhere real:
+temporary folder holding a small data set, so the paths the docs use (``data/train.json``, ``data/utt1.wav``)
+exist without pointing anywhere real (with ``{"data_root": "data"}`` as the replacements):
 
 - ``data/utt1.wav`` ... ``data/utt3.wav``: 16 kHz mono, 0.3 s of silence, a 440 Hz tone, 0.2 s of silence;
-- ``train.json``: a manifest of the three (``$data_root/uttN.wav``, ``duration``, ``text``, ``speaker``).
+- ``data/train.json`` (utt1, utt2) and ``data/test.json`` (utt3): manifests of them (``wav`` as
+  ``$data_root/uttN.wav``, ``duration``, ``text``, ``speaker``).
+
+Examples that use a ``tokenizer`` without making one get a character SentencePiece model of the train
+transcripts (``tokenizer/char.model``).
 
 A module that needs an optional dependency which is not installed is skipped, not failed; an import error
 inside ``speechkit`` itself still fails.
@@ -15,6 +19,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -24,8 +29,8 @@ PACKAGE = Path(__file__).resolve().parent / "speechkit"
 
 SAMPLE_RATE = 16000
 # (id, seconds of tone, transcript, speaker)
-UTTERANCES = [("utt1", 1.0, "HELLO WORLD", "alice"), ("utt2", 0.5, "GOOD MORNING", "bob"),
-              ("utt3", 0.8, "HELLO AGAIN", "alice")]
+SPLITS = {"train": [("utt1", 1.0, "HELLO WORLD", "alice"), ("utt2", 0.5, "GOOD MORNING", "bob")],
+          "test": [("utt3", 0.8, "HELLO AGAIN", "alice")]}
 
 
 class PackageDoctests(DoctestModule):
@@ -57,14 +62,31 @@ def write_example_data(folder: Path) -> None:
     from speechkit.data.audio import write
 
     (folder / "data").mkdir()
-    rows = {}
-    for utterance_id, tone_s, text, speaker in UTTERANCES:
-        tone = 0.5 * torch.sin(2 * math.pi * 440 * torch.arange(int(tone_s * SAMPLE_RATE)) / SAMPLE_RATE)
-        wave = torch.cat([torch.zeros(int(0.3 * SAMPLE_RATE)), tone, torch.zeros(int(0.2 * SAMPLE_RATE))])
-        write(folder / "data" / f"{utterance_id}.wav", wave, SAMPLE_RATE)
-        rows[utterance_id] = {"wav": f"$data_root/{utterance_id}.wav", "duration": len(wave) / SAMPLE_RATE,
-                              "text": text, "speaker": speaker}
-    (folder / "train.json").write_text(json.dumps(rows, indent=1))
+    for split, utterances in SPLITS.items():
+        rows = {}
+        for utterance_id, tone_s, text, speaker in utterances:
+            time = torch.arange(int(tone_s * SAMPLE_RATE)) / SAMPLE_RATE
+            tone = 0.5 * torch.sin(2 * math.pi * 440 * time)
+            wave = torch.cat([torch.zeros(int(0.3 * SAMPLE_RATE)), tone, torch.zeros(int(0.2 * SAMPLE_RATE))])
+            write(folder / "data" / f"{utterance_id}.wav", wave, SAMPLE_RATE)
+            rows[utterance_id] = {"wav": f"$data_root/{utterance_id}.wav", "duration": len(wave) / SAMPLE_RATE,
+                                  "text": text, "speaker": speaker}
+        (folder / "data" / f"{split}.json").write_text(json.dumps(rows, indent=1))
+
+
+def train_example_tokenizer(folder: Path):
+    """A character SentencePiece model of ``data/train.json``'s transcripts, saved as ``tokenizer/char.model``."""
+    from speechkit.tokenizers import SentencePieceTokenizer
+
+    tokenizer = SentencePieceTokenizer.train(folder / "data" / "train.json", folder / "tokenizer" / "build",
+                                             vocab_size=13, model_type="char")
+    tokenizer.save(folder / "tokenizer" / "char.model")
+    return tokenizer
+
+
+def _uses_name(item: DoctestItem, name: str) -> bool:
+    word = re.compile(rf"\b{name}\b")
+    return any(word.search(example.source) for example in item.dtest.examples)
 
 
 @pytest.fixture(autouse=True)
@@ -81,5 +103,8 @@ def _doctest_workspace(request, tmp_path, monkeypatch, doctest_namespace):
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     doctest_namespace["torch"] = torch
+    doctest_namespace.pop("tokenizer", None)
+    if _uses_name(request.node, "tokenizer"):
+        doctest_namespace["tokenizer"] = train_example_tokenizer(tmp_path)
     yield
     torch.set_num_threads(threads)

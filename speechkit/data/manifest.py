@@ -15,7 +15,7 @@ Building: :func:`build_manifest` walks a tree of audio files and reads each file
 (several processes for large trees); :func:`split_manifest` draws a seeded train/valid split.
 
 Example:
-    >>> data = load_manifest("train.json", replacements={"data_root": "data"})
+    >>> data = load_manifest("data/train.json", replacements={"data_root": "data"})
     >>> data["utt1"]
     {'wav': 'data/utt1.wav', 'duration': 1.5, 'text': 'HELLO WORLD', 'speaker': 'alice'}
     >>> train, valid = split_manifest(build_manifest("data", ext="wav"), valid_percent=0.34, seed=1)

@@ -2,7 +2,7 @@
 
 Example:
     >>> from speechkit.tokenizers import SentencePieceTokenizer
-    >>> tokenizer = SentencePieceTokenizer.train("train.json", "tok/", vocab_size=30, model_type="bpe")
+    >>> tokenizer = SentencePieceTokenizer.train("data/train.json", "tok/", vocab_size=30, model_type="bpe")
     >>> tokenizer.decode(tokenizer.encode("HELLO WORLD"))
     'HELLO WORLD'
 """

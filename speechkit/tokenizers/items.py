@@ -2,10 +2,12 @@
 the texts of decoded hypotheses.
 
 Example:
-    >>> item = token_sequences(tokenizer, bos_index=2, eos_index=3)  # doctest: +SKIP
-    >>> dataset.add_dynamic_item(item)                                # doctest: +SKIP
-    >>> dataset[0]["tokens_bos"], dataset[0]["tokens_eos"]            # doctest: +SKIP
-    (tensor([2, 17, 5]), tensor([17, 5, 3]))
+    >>> from speechkit.data.dataset import DynamicItemDataset
+    >>> dataset = DynamicItemDataset({"utt1": {"text": "HELLO"}})
+    >>> dataset.add_dynamic_item(token_sequences(tokenizer, bos_index=0, eos_index=0))
+    >>> dataset.set_output_keys(["tokens", "tokens_bos", "tokens_eos"])
+    >>> dataset[0]["tokens"], dataset[0]["tokens_bos"], dataset[0]["tokens_eos"]
+    (tensor([2, 9, 8, 3, 3, 1]), tensor([0, 2, 9, 8, 3, 3, 1]), tensor([2, 9, 8, 3, 3, 1, 0]))
 """
 
 from __future__ import annotations
@@ -41,8 +43,8 @@ def hypothesis_texts(tokenizer, hypotheses) -> list:
     recipe's upper-bound ``vocab_size`` makes it) are never training targets: they are dropped.
 
     Example:
-        >>> hypothesis_texts(tokenizer, [[17, 5], [9]])  # doctest: +SKIP
-        ['CAB', 'A']
+        >>> hypothesis_texts(tokenizer, [tokenizer.encode("HELLO"), [9, 20]])
+        ['HELLO', 'H']
     """
     size = tokenizer.vocab_size
     return [" ".join(tokenizer.decode([int(t) for t in hyp if t < size]).split()) for hyp in hypotheses]
