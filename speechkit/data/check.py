@@ -31,10 +31,18 @@ Headers are read for every file (fast: no decoding); the samples are decoded onl
 them (non-finite, silent, clipped, the audio hash), and not at all with ``decode=False``.
 
 Example:
-    >>> paths = ["data/cv/train.json", "data/cv/test.json"]
-    >>> report = check_manifests(paths, sample_rate=16000)  # doctest: +SKIP
-    >>> print(report.format_table())  # doctest: +SKIP
-    >>> report.errors  # doctest: +SKIP
+    >>> paths = ["data/train.json", "data/test.json"]
+    >>> report = check_manifests(paths, sample_rate=16000, replacements={"data_root": "data"})
+    >>> print(report.format_table())
+    split  items  hours  rates (Hz)  channels  speakers
+    train  2      0.001  16000x2     1x2       2
+    test   1      0.000  16000x1     1x1       1
+    <BLANKLINE>
+    level    check            split  items  examples
+    warning  shared speakers  test   1      1 speaker(s) of test also in train: alice
+    <BLANKLINE>
+    0 error(s), 1 warning(s): see docs/data.md#the-check-report
+    >>> report.errors
     0
 """
 from __future__ import annotations

@@ -11,8 +11,8 @@ source at the right rate is kept (so a rerun converts only what is missing or ch
 written last, atomically, and only when every item converted. A source is never written to.
 
 Example:
-    >>> convert_manifest("data/cv/train.json", "data/cv16k", AudioPolicy(16000))   # doctest: +SKIP
-    ConversionReport(manifest='data/cv16k/train.json', converted=1200, kept=0, seconds=5400.2, clipped=0)
+    >>> convert_manifest("data/train.json", "data8k", AudioPolicy(8000), replacements={"data_root": "data"})
+    ConversionReport(manifest='data8k/train.json', converted=2, kept=0, seconds=2.5, clipped=0)
 """
 from __future__ import annotations
 

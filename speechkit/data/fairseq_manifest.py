@@ -19,9 +19,10 @@ labels).
 fairseq manifest unchanged; :func:`write_fairseq_manifest` writes one (``speechkit manifest --format tsv``).
 
 Example:
-    >>> rows = load_fairseq_manifest("manifests/train.tsv")  # doctest: +SKIP
-    >>> rows["103-1240-0000"]  # doctest: +SKIP
-    {'wav': '/corpora/.../103-1240-0000.flac', 'num_samples': 225360, 'duration': 14.085, 'wrd': 'CHAPTER'}
+    >>> write_fairseq_manifest("data", [("utt1.wav", 24000), ("utt2.wav", 16000)], "train.tsv")
+    >>> rows = load_fairseq_manifest("train.tsv")
+    >>> rows["utt1"]
+    {'wav': 'data/utt1.wav', 'num_samples': 24000, 'duration': 1.5}
 """
 from __future__ import annotations
 
@@ -249,8 +250,11 @@ def write_labels(rows: Mapping[str, Mapping], manifest: Union[str, os.PathLike],
             two by path), or the matched row has no ``field``; nothing is written then.
 
     Example:
-        >>> write_labels({"u1": {"wav": "/c/s1/u1.flac", "text": "HELLO"}}, "train.tsv")  # doctest: +SKIP
+        >>> write_fairseq_manifest("data", [("utt1.wav", 24000)], "train.tsv")
+        >>> write_labels({"utt1": {"wav": "data/utt1.wav", "text": "HELLO WORLD"}}, "train.tsv")
         ['train.wrd', 'train.ltr']
+        >>> open("train.ltr").read().splitlines()
+        ['H E L L O | W O R L D |']
     """
     manifest = os.fspath(manifest)
     _, entries = read_entries(manifest, check_files=False)

@@ -302,7 +302,13 @@ def mixture_crop(keys: Sequence[str], segment_samples: int, seed: int = 0, polic
     refused by a non-converting policy), so no file is read as if its rate matched.
 
     Example:
-        >>> dataset.add_dynamic_item(mixture_crop(["mix", "s1", "s2"], 16000, seed=1))  # doctest: +SKIP
+        >>> from speechkit.data.dataset import DynamicItemDataset
+        >>> wavs = {"mix_wav": "data/utt1.wav", "s1_wav": "data/utt1.wav", "s2_wav": "data/utt1.wav"}
+        >>> dataset = DynamicItemDataset({"mixture1": wavs})
+        >>> dataset.add_dynamic_item(mixture_crop(["mix", "s1", "s2"], 8000, seed=1))
+        >>> dataset.set_output_keys(["mix_sig", "s1_sig"])
+        >>> dataset[0]["mix_sig"].shape
+        torch.Size([8000])
     """
     import zlib
 

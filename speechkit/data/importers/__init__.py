@@ -5,8 +5,16 @@ One module per layout, each with ``read(source, **options) -> list[Utterance]``;
 them and :func:`import_corpus` runs one and writes the manifests (:mod:`speechkit.data.importers.base`).
 
 Example:
-    >>> import_corpus("commonvoice", "cv-corpus/en", "data/cv")  # doctest: +SKIP
-    {'train': 'data/cv/train.json', 'valid': 'data/cv/valid.json', 'test': 'data/cv/test.json'}
+    >>> from pathlib import Path
+    >>> for n in (1, 2, 3):   # a transcript next to each recording
+    ...     _ = Path(f"data/utt{n}.txt").write_text("HELLO")
+    >>> import_corpus("folder", "data", "data/mine")
+    folder: no split in the source; split by speaker with seed 1234: train 1 utterances / 1 speakers, valid 1
+    utterances / 1 speakers, test 1 utterances / 1 speakers (written to data/mine/split.json)
+    train: 1 utterances -> data/mine/train.json
+    valid: 1 utterances -> data/mine/valid.json
+    test: 1 utterances -> data/mine/test.json
+    {'train': 'data/mine/train.json', 'valid': 'data/mine/valid.json', 'test': 'data/mine/test.json'}
 """
 from __future__ import annotations
 

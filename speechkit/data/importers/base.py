@@ -13,8 +13,13 @@ row's relative path), so the manifests work from any working directory and any r
 ``replacements``. Moving the audio means importing again; moving the manifests needs nothing.
 
 Example:
-    >>> rows = [Utterance("a1", "/data/a1.wav", text="hi", speaker="a")]  # doctest: +SKIP
-    >>> write_import(rows, "data/mine", source="/data", layout="folder")  # doctest: +SKIP
+    >>> rows = [Utterance(f"utt{n}", os.path.abspath(f"data/utt{n}.wav"), text="HI", speaker=f"speaker{n}",
+    ...                   split="train") for n in (1, 2, 3)]
+    >>> write_import(rows, "data/mine", source="data", layout="folder")
+    train: 3 utterances -> data/mine/train.json
+    valid: 0 utterances -> data/mine/valid.json
+    test: 0 utterances -> data/mine/test.json
+    {'train': 'data/mine/train.json', 'valid': 'data/mine/valid.json', 'test': 'data/mine/test.json'}
 """
 from __future__ import annotations
 
