@@ -21,10 +21,16 @@ pickled code runs); files holding anything but a flat name -> tensor dict (optim
 not averaged.
 
 Example:
-    >>> best = best_checkpoints("results/asr/1234/save", 5, min_key="WER")  # doctest: +SKIP
-    >>> averaged = average_checkpoint_files(best)                           # doctest: +SKIP
-    >>> sorted(averaged)                                                   # doctest: +SKIP
-    ['ctc_head', 'decoder', 'encoder', 'lm']
+    >>> from speechkit.checkpoints import Checkpointer
+    >>> modules = {"encoder": torch.nn.Linear(3, 2), "ctc_head": torch.nn.Linear(2, 5)}
+    >>> for wer in (12.5, 9.8, 11.0):
+    ...     _ = Checkpointer("save", modules).save_checkpoint(meta={"WER": wer})
+    >>> best = best_checkpoints("save", 2, min_key="WER")
+    >>> [checkpoint.meta["WER"] for checkpoint in best]
+    [9.8, 11.0]
+    >>> averaged = average_checkpoint_files(best)
+    >>> sorted(averaged), averaged["encoder"]["weight"].shape
+    (['ctc_head', 'encoder'], torch.Size([2, 3]))
 """
 
 from __future__ import annotations

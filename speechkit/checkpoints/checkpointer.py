@@ -31,9 +31,13 @@ loaders, gradient scalers). Other objects define ``save_checkpoint(path)`` and `
 ``torch.load(weights_only=True)``.
 
 Example:
-    >>> ckpt = Checkpointer(tmp / "save", {"model": model, "counter": EpochCounter(10)})  # doctest: +SKIP
-    >>> ckpt.save_and_keep_only(meta={"loss": 0.3}, min_keys=["loss"])                    # doctest: +SKIP
-    >>> ckpt.recover_if_possible(min_key="loss")                                          # doctest: +SKIP
+    >>> model = torch.nn.Linear(3, 1)
+    >>> ckpt = Checkpointer("save", {"model": model, "counter": EpochCounter(10)})
+    >>> saved = ckpt.save_and_keep_only(meta={"loss": 0.3}, min_keys=["loss"])
+    >>> saved.meta, sorted(saved.info["files"])
+    ({'loss': 0.3}, ['counter.ckpt', 'model.ckpt'])
+    >>> ckpt.recover_if_possible(min_key="loss").path == saved.path   # in a restarted run
+    True
 """
 
 from __future__ import annotations

@@ -11,9 +11,12 @@ Several :class:`~speechkit.checkpoints.Checkpointer` objects of one process shar
 open the same folder twice); a forked child is another process and does not.
 
 Example:
-    >>> lock = WriterLock(tmp / "save")   # doctest: +SKIP
-    >>> lock.acquire()                     # doctest: +SKIP
-    >>> lock.release()                     # doctest: +SKIP
+    >>> lock = WriterLock("save")
+    >>> lock.acquire()
+    True
+    >>> read_holder("save")["pid"] == os.getpid()
+    True
+    >>> lock.release()
 """
 
 from __future__ import annotations

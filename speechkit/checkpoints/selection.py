@@ -6,9 +6,14 @@ and the run option ``--eval_checkpoint`` use this module (docs/training.md, "Eva
 checkpoint").
 
 Example:
-    >>> best = select_checkpoint("results/asr/1234/save", min_key="WER")  # doctest: +SKIP
-    >>> averaged = select_checkpoint("results/asr/1234/avg5")              # doctest: +SKIP
-    >>> load_module_weights({"encoder": encoder}, averaged)                # doctest: +SKIP
+    >>> from speechkit.checkpoints import Checkpointer
+    >>> encoder = torch.nn.Linear(3, 2)
+    >>> for wer in (12.5, 9.8, 11.0):   # what a run's epochs leave in its save folder
+    ...     _ = Checkpointer("save", {"encoder": encoder}).save_checkpoint(meta={"WER": wer})
+    >>> best = select_checkpoint("save", min_key="WER")
+    >>> best.meta
+    {'WER': 9.8}
+    >>> load_module_weights({"encoder": encoder}, best)
     ['encoder']
 """
 from __future__ import annotations
