@@ -8,6 +8,7 @@ exist without pointing anywhere real (with ``{"data_root": "data"}`` as the repl
 - ``data/utt1.wav`` ... ``data/utt3.wav``: 16 kHz mono, 0.3 s of silence, a 440 Hz tone, 0.2 s of silence;
 - ``data/train.json`` (utt1, utt2) and ``data/test.json`` (utt3): manifests of them (``wav`` as
   ``$data_root/uttN.wav``, ``duration``, ``text``, ``speaker``).
+- ``hparams/train.yaml``: ``lr: 0.01``, ``dim: 4`` and ``model: !new:torch.nn.Linear`` of ``dim`` inputs.
 
 Examples that use a ``tokenizer`` without making one get a character SentencePiece model of the train
 transcripts (``tokenizer/char.model``).
@@ -32,6 +33,13 @@ SAMPLE_RATE = 16000
 SPLITS = {"train": [("utt1", 1.0, "HELLO WORLD", "alice"), ("utt2", 0.5, "GOOD MORNING", "bob")],
           "test": [("utt3", 0.8, "HELLO AGAIN", "alice")]}
 
+HPARAMS = """\
+lr: 0.01
+dim: 4
+model: !new:torch.nn.Linear
+    in_features: !ref <dim>
+    out_features: 2
+"""
 
 class PackageDoctests(DoctestModule):
     """The examples of one module of the package; skipped when an optional dependency is missing."""
@@ -72,6 +80,8 @@ def write_example_data(folder: Path) -> None:
             rows[utterance_id] = {"wav": f"$data_root/{utterance_id}.wav", "duration": len(wave) / SAMPLE_RATE,
                                   "text": text, "speaker": speaker}
         (folder / "data" / f"{split}.json").write_text(json.dumps(rows, indent=1))
+    (folder / "hparams").mkdir()
+    (folder / "hparams" / "train.yaml").write_text(HPARAMS)
 
 
 def train_example_tokenizer(folder: Path):

@@ -14,9 +14,9 @@ the base), so a recipe that shares a template's settings writes only what differ
     number_of_epochs: 10
 
 Example:
-    >>> hparams = load_hparams("hparams/train.yaml", {"lr": 0.1, "model.dim": 256})  # doctest: +SKIP
-    >>> hparams["lr"]  # doctest: +SKIP
-    0.1
+    >>> hparams = load_hparams("hparams/train.yaml", {"lr": 0.1, "dim": 8})
+    >>> hparams["lr"], hparams["model"]
+    (0.1, Linear(in_features=8, out_features=2, bias=True))
 """
 
 from __future__ import annotations

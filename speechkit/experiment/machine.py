@@ -8,8 +8,8 @@ it), the threads torch uses of the cores present, the torch version, the GPU if 
 average when the figures were taken (a shared host's other tenants slow every figure down).
 
 Example:
-    >>> print(machine_line())  # doctest: +SKIP
-    machine: AMD EPYC (AVX2, no AVX-512), torch 2.14.0, 1 of 2 cores as threads, no GPU, load average 3.1
+    >>> print(machine_line())   # here: AMD EPYC (AVX2, no AVX-512), torch 2.14.1, 1 of 2 cores as threads, ...
+    machine: ... (...), torch ..., ... cores as threads, ..., load average ...
 """
 
 from __future__ import annotations
