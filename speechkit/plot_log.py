@@ -7,8 +7,11 @@ per stage; the test stage, which has no epoch, is a single marker after the last
 (``pip install 'speechkit[plot]'``).
 
 Example:
-    >>> curves = parse_train_log("results/asr/1234/train_log.txt")  # doctest: +SKIP
-    >>> curves["valid"]["WER"]                                       # doctest: +SKIP
+    >>> with open("train_log.txt", "w") as log:   # what Brain writes at the end of each stage
+    ...     for epoch, wer in [(1, 48.2), (2, 31.0), (3, 22.4)]:
+    ...         print(f"epoch: {epoch} | stage: valid | loss: 0.5 | WER: {wer} | duration: 4.1s", file=log)
+    >>> curves = parse_train_log("train_log.txt")
+    >>> curves["valid"]["WER"]
     [(1, 48.2), (2, 31.0), (3, 22.4)]
 """
 

@@ -17,9 +17,11 @@ simply done again, as are outputs the crash lost (a rerun checks every recorded 
 killed during a write leaves at most one torn last line, which readers ignore and the next run cuts off.
 
 Example:
-    >>> ledger = Ledger("out/ledger/shard-00000-of-00002.jsonl", flush_every=100)   # doctest: +SKIP
-    >>> run = ledger.open_run()                                                      # doctest: +SKIP
-    >>> ledger.record("utt1", {"text": "HELLO"}); ledger.close()                     # doctest: +SKIP
+    >>> ledger = Ledger("out/ledger/shard-00000-of-00002.jsonl", flush_every=100)
+    >>> run = ledger.open_run()
+    >>> ledger.record("utt1", {"text": "HELLO"}); ledger.close()
+    >>> [sorted(json.loads(line)) for line in open("out/ledger/shard-00000-of-00002.jsonl")]
+    [['host', 'pid', 'run', 'started'], ['id', 'run', 't', 'text']]
 """
 from __future__ import annotations
 
