@@ -8,14 +8,19 @@ the LR schedule's steps (``schedule_steps``), the loop's counters (``counters``)
 checkpoints (``checkpointing``; :mod:`speechkit.checkpoints` writes and reads them).
 
 Example:
+    >>> from speechkit.checkpoints import EpochCounter
     >>> class Regression(Brain):
     ...     def compute_forward(self, batch, stage):
-    ...         return self.modules.model(batch[0].to(self.device))
+    ...         return self.modules.model(batch[0].data.to(self.device))
     ...     def compute_objectives(self, predictions, batch, stage):
-    ...         return torch.nn.functional.mse_loss(predictions, batch[1].to(self.device))
+    ...         return torch.nn.functional.mse_loss(predictions, batch[1].data.to(self.device))
     >>> sgd = lambda params: torch.optim.SGD(params, lr=0.1)
-    >>> brain = Regression({"model": torch.nn.Linear(3, 1)}, sgd)  # doctest: +SKIP
-    >>> brain.fit(EpochCounter(2), train_set, valid_set, {"batch_size": 4})  # doctest: +SKIP
+    >>> brain = Regression({"model": torch.nn.Linear(3, 1)}, sgd)
+    >>> inputs = torch.randn(16, 3)
+    >>> train_set = torch.utils.data.TensorDataset(inputs, inputs.sum(dim=1, keepdim=True))
+    >>> brain.fit(EpochCounter(20), train_set, train_set, {"batch_size": 4})
+    >>> brain.evaluate(train_set, test_loader_kwargs={"batch_size": 4}) < 1e-3   # the sum is learnt
+    True
 """
 
 from __future__ import annotations
@@ -413,7 +418,7 @@ class Brain:
         module's config, calling its own methods or saving its weights, during ``fit`` too.
 
         Example:
-            >>> Brain({"model": torch.nn.Linear(2, 1)}).raw_modules.model.in_features  # doctest: +SKIP
+            >>> Brain({"model": torch.nn.Linear(2, 1)}).raw_modules.model.in_features
             2
         """
         return self._raw_modules

@@ -16,9 +16,15 @@ runs, and the flag and the gradient norm are read together once per optimizer st
 where the step must decide whether to update).
 
 Example:
-    >>> opt = torch.optim.SGD(model.parameters(), lr=0.1)                       # doctest: +SKIP
-    >>> steps = OptimizationStep({"opt": opt}, Precision("fp32", "cpu"), accumulation=2)  # doctest: +SKIP
-    >>> steps.backward(loss); stepped = steps.step()                              # doctest: +SKIP
+    >>> model = torch.nn.Linear(3, 1)
+    >>> opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    >>> steps = OptimizationStep({"opt": opt}, Precision("fp32", "cpu"), accumulation=2)
+    >>> for micro_batch in torch.randn(2, 4, 3):
+    ...     final = steps.is_final_micro_batch()   # asked before the backward (DDP syncs on it)
+    ...     finite = steps.backward(model(micro_batch).pow(2).mean())
+    ...     if final:
+    ...         print("stepped:", steps.step())
+    stepped: True
 """
 
 from __future__ import annotations

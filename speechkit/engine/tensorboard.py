@@ -10,9 +10,15 @@ Scalars written:
     ``train/step_loss``, ``train/lr`` (x: optimizer steps; the loss is the mean of the step's micro-batches),
     ``<stage>/loss`` and ``<stage>/<metric>`` (x: epochs; the test stage at the last epoch trained).
 
-Example (in a recipe's ``on_stage_end``):
-    >>> self.tensorboard.audio("valid/example", wav, sample_rate=16000, step=epoch)  # doctest: +SKIP
-    >>> self.tensorboard.spectrogram("valid/fbank", feats[0], step=epoch)            # doctest: +SKIP
+Example (a recipe calls ``self.tensorboard``'s methods in its ``on_stage_end``):
+    >>> tensorboard = TensorBoardLog("tensorboard")
+    >>> wav, feats = 0.1 * torch.randn(16000), torch.randn(1, 100, 80)
+    >>> tensorboard.audio("valid/example", wav, sample_rate=16000, step=3)
+    >>> tensorboard.spectrogram("valid/fbank", feats[0], step=3)
+    >>> tensorboard.close()
+    >>> import os
+    >>> len(os.listdir("tensorboard"))   # one event file
+    1
 """
 
 from __future__ import annotations
