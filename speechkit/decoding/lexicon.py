@@ -64,8 +64,11 @@ class Lexicon:
         training targets: words written "Nine," and "nine" are the one word "NINE" the model spells.
 
         Example:
-            >>> lexicon = Lexicon.from_manifest("data/train.json", tokenizer,  # doctest: +SKIP
-            ...                                 normalizer=normalizer)
+            >>> from speechkit.data.text_policy import TextNormalizer
+            >>> lexicon = Lexicon.from_manifest("data/train.json", tokenizer, {"data_root": "data"},
+            ...                                 normalizer=TextNormalizer(case="upper"))
+            >>> sorted(tokenizer.decode(list(word)) for word in lexicon.words)
+            ['GOOD', 'HELLO', 'MORNING', 'WORLD']
         """
         from speechkit.data.manifest import load_manifest
 
