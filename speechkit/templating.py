@@ -91,8 +91,11 @@ def copy_template(name: str, dest: str | Path, root: Optional[Path] = None, forc
         The absolute destination folder.
 
     Example:
-        >>> copy_template("speech_recognition", "my_asr")  # doctest: +SKIP
-        PosixPath('/home/me/my_asr')
+        >>> folder = copy_template("speech_recognition", "my_asr")
+        >>> folder
+        PosixPath('.../my_asr')
+        >>> sorted(path.name for path in folder.iterdir())
+        ['ASR', 'LM', 'README.md', 'Tokenizer']
     """
     root = templates_root() if root is None else Path(root).resolve()
     source = (root / name).resolve()

@@ -12,8 +12,9 @@ Each RIR is aligned on its direct path (no delay added) and the reverberant item
 item's RMS level, so reverberation changes the colour and the smearing, not the level or the timing.
 
 Example:
-    >>> reverb = Reverb(rooms=4, rt60=(0.2, 0.4))          # doctest: +SKIP
-    >>> reverb.augment(torch.randn(16000), generator_for(0)).shape  # doctest: +SKIP
+    >>> from speechkit.augment.core import generator_for
+    >>> reverb = Reverb(rooms=4, rt60=(0.2, 0.4))
+    >>> reverb.augment(torch.randn(16000), generator_for(0)).shape
     torch.Size([16000])
 """
 from __future__ import annotations
