@@ -12,8 +12,12 @@ Writes ``<output>/<id>.wav`` (16-bit mono), ``<output>/<id>.rttm``, ``<output>/a
 ``<output>/conversations.json`` ({id: {"wav", "rttm", "duration", "speakers", "overlap"}}).
 
 Example:
-    >>> rows = load_speaker_rows("data/corpus/test.json", "data/corpus")          # doctest: +SKIP
-    >>> write_conversations(rows, "data/conversations", count=20, seed=1)         # doctest: +SKIP
+    >>> rows = load_speaker_rows("data/train.json", "data")
+    >>> write_conversations(rows, "data/conversations", count=2, speakers_range=(2, 2), seed=1)
+    'data/conversations/conversations.json'
+    >>> sorted(os.listdir("data/conversations"))
+    ['all.rttm', 'conversation-0000.rttm', 'conversation-0000.wav', 'conversation-0001.rttm',
+    'conversation-0001.wav', 'conversations.json']
 """
 from __future__ import annotations
 

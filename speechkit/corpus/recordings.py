@@ -19,9 +19,9 @@ Transcripts are normalized as the corpus' own (:func:`speechkit.corpus.text.norm
 letters, apostrophes, single spaces; write numbers as words (``5`` would vanish, and is refused).
 
 Example:
-    >>> recordings = load_recordings("my_recordings")  # doctest: +SKIP
-    >>> recordings[0].voice, recordings[0].text  # doctest: +SKIP
-    ('recorded-anna', 'TURN ON THE LIGHT')
+    >>> recordings = load_recordings("data/train.json")
+    >>> recordings[0].voice, recordings[0].text
+    ('recorded-alice', 'HELLO WORLD')
 """
 from __future__ import annotations
 
