@@ -11,11 +11,15 @@ Ctrl-C (SIGINT), when listed in ``signals``, works the same way the first time (
 ``KeyboardInterrupt`` at once, for a user who does not want to wait.
 
 Example:
+    >>> import os
     >>> with PreemptionHandler() as preemption:
-    ...     for batch in loader:                      # doctest: +SKIP
-    ...         train(batch)
-    ...         if preemption.requested():
-    ...             save_and_exit()
+    ...     for batch in range(5):
+    ...         if batch == 2:
+    ...             os.kill(os.getpid(), signal.SIGUSR1)   # what SLURM sends before the time limit
+    ...         if preemption.requested():   # at a batch boundary: save, then stop
+    ...             print(f"saving after {batch} batches")
+    ...             break
+    saving after 2 batches
 """
 
 from __future__ import annotations
