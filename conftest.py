@@ -51,7 +51,9 @@ class PackageDoctests(DoctestModule):
             missing = error.__cause__
             if isinstance(missing, ModuleNotFoundError) and missing.name \
                     and missing.name.partition(".")[0] != PACKAGE.name:
-                pytest.skip(f"needs the optional dependency {missing.name!r}", allow_module_level=True)
+                module = self.path.relative_to(PACKAGE.parent)
+                reason = f"{module}: needs the optional dependency {missing.name!r}"
+                pytest.skip(reason, allow_module_level=True)
             raise
 
 
@@ -77,15 +79,15 @@ def write_example_data(folder: Path) -> None:
             tone = 0.5 * torch.sin(2 * math.pi * 440 * time)
             wave = torch.cat([torch.zeros(int(0.3 * SAMPLE_RATE)), tone, torch.zeros(int(0.2 * SAMPLE_RATE))])
             write(folder / "data" / f"{utterance_id}.wav", wave, SAMPLE_RATE)
-            rows[utterance_id] = {"wav": f"$data_root/{utterance_id}.wav", "duration": len(wave) / SAMPLE_RATE,
-                                  "text": text, "speaker": speaker}
+            rows[utterance_id] = {"wav": f"$data_root/{utterance_id}.wav",
+                                  "duration": len(wave) / SAMPLE_RATE, "text": text, "speaker": speaker}
         (folder / "data" / f"{split}.json").write_text(json.dumps(rows, indent=1))
     (folder / "hparams").mkdir()
     (folder / "hparams" / "train.yaml").write_text(HPARAMS)
 
 
 def train_example_tokenizer(folder: Path):
-    """A character SentencePiece model of ``data/train.json``'s transcripts, saved as ``tokenizer/char.model``."""
+    """A character SentencePiece model of ``data/train.json``'s transcripts (``tokenizer/char.model``)."""
     from speechkit.tokenizers import SentencePieceTokenizer
 
     tokenizer = SentencePieceTokenizer.train(folder / "data" / "train.json", folder / "tokenizer" / "build",
