@@ -11,10 +11,13 @@ and is a drop-in ``vad`` for :class:`~speechkit.diarization.pipeline.Diarizer`. 
 detector: docs/speaker.md (``benchmarks/vad.py``).
 
 Example:
-    >>> vad = TrainedVAD(train_frame_vad(recordings, steps=300))      # doctest: +SKIP
-    >>> vad.save("vad.safetensors"); vad = TrainedVAD.load("vad.safetensors")  # doctest: +SKIP
-    >>> vad(wave, 16000)                                               # doctest: +SKIP
-    [(0.41, 2.87), (3.3, 5.12)]
+    >>> from speechkit.data.audio import read
+    >>> wave = read("data/utt1.wav")   # a 440 Hz tone from 0.3 s to 1.3 s, silence around it
+    >>> recordings = [(wave, [(0.3, 1.3)])]   # (wave, speech turns)
+    >>> vad = TrainedVAD(train_frame_vad(recordings, steps=20, batch_size=4, crop=1.5))  # real data: 300 steps
+    >>> vad.save("vad.safetensors"); vad = TrainedVAD.load("vad.safetensors")
+    >>> [(round(start, 1), round(end, 1)) for start, end in vad(wave, 16000)]   # seconds
+    [(0.3, 1.3)]
 """
 from __future__ import annotations
 
