@@ -8,7 +8,7 @@ towards ``groups * entries``), and ``code_perplexity`` from the hard picks (what
 Example:
     >>> quantizer = GumbelQuantizer(input_dim=16, groups=2, entries=8, codevector_dim=12)
     >>> out = quantizer(torch.randn(2, 5, 16), torch.ones(2, 5, dtype=torch.bool))
-    >>> out.codevectors.shape, float(out.prob_perplexity) <= 16
+    >>> out.codevectors.shape, out.prob_perplexity.item() <= 16
     (torch.Size([2, 5, 12]), True)
 """
 from __future__ import annotations
