@@ -155,8 +155,12 @@ class DecoderCache:
     preallocated (batch, heads, capacity, head_dim) tensors of which the first ``length`` positions hold.
 
     Example:
-        >>> cache = model.decoder.new_cache(states, capacity=448)  # doctest: +SKIP
-        >>> logits = model.decoder.step(tokens, cache)              # doctest: +SKIP
+        >>> model = WhisperModel(WhisperConfig())   # whisper-tiny's sizes, random weights
+        >>> states = model.encoder(torch.randn(1, 80, 3000))   # 30 s of log-mels -> (1, 1500, 384)
+        >>> cache = model.decoder.new_cache(states, capacity=448)
+        >>> logits = model.decoder.step(torch.tensor([[50258, 50259]]), cache)   # the prompt's first tokens
+        >>> logits.shape, cache.length
+        (torch.Size([1, 51865]), 2)
     """
 
     def __init__(self, cross: list, self_keys: list, self_values: list):
