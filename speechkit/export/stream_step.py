@@ -11,8 +11,14 @@ Shapes: feats ``(batch, frames, n_mels)``, state ``(layers, 2, batch, hidden)`` 
 ``(batch, frames // stride * upsample, d_model)``, next_state like state.
 
 Example:
-    >>> step = StreamStepGraph(norm, encoder, head)                                   # doctest: +SKIP
-    >>> log_probs, encoded, state = step(torch.randn(1, 8, 80), step.initial_state(1)) # doctest: +SKIP
+    >>> from speechkit.features import GlobalNormalization
+    >>> from speechkit.models import CTCHead, RecurrentEncoder
+    >>> encoder = RecurrentEncoder(input_size=80, d_model=16, hidden_size=12, num_layers=2, stride=4,
+    ...                            upsample=2, bidirectional=False)
+    >>> step = StreamStepGraph(GlobalNormalization(80), encoder, CTCHead(d_model=16, vocab_size=10))
+    >>> log_probs, encoded, state = step(torch.randn(1, 8, 80), step.initial_state(1))
+    >>> log_probs.shape, encoded.shape, state.shape
+    (torch.Size([1, 4, 10]), torch.Size([1, 4, 16]), torch.Size([2, 2, 1, 12]))
 """
 from __future__ import annotations
 
