@@ -21,8 +21,11 @@ machine's files.
 
 Example:
     >>> path = fetch("model.ckpt", "speechkit/asr-ctc-mini", savedir="pretrained/asr")  # doctest: +SKIP
-    >>> local = FetchSource(FetchFrom.LOCAL, "speechkit/asr-ctc-mini")
-    >>> path = fetch("model.ckpt", local, "out")  # doctest: +SKIP
+    >>> os.makedirs("results/asr-model"); torch.save({}, "results/asr-model/model.ckpt")
+    >>> local = FetchSource(FetchFrom.LOCAL, "results/asr-model")   # a folder on this machine
+    >>> path = fetch("model.ckpt", local, "out")
+    >>> path, path.is_symlink()
+    (PosixPath('out/model.ckpt'), True)
 """
 from __future__ import annotations
 
