@@ -14,7 +14,7 @@ Example:
     >>> from speechkit.data.audio import read
     >>> wave = read("data/utt1.wav")   # a 440 Hz tone from 0.3 s to 1.3 s, silence around it
     >>> recordings = [(wave, [(0.3, 1.3)])]   # (wave, speech turns)
-    >>> vad = TrainedVAD(train_frame_vad(recordings, steps=20, batch_size=4, crop=1.5))  # real data: 300 steps
+    >>> vad = TrainedVAD(train_frame_vad(recordings, steps=20, batch_size=4, crop=1.5))  # speech: steps=300
     >>> vad.save("vad.safetensors"); vad = TrainedVAD.load("vad.safetensors")
     >>> [(round(start, 1), round(end, 1)) for start, end in vad(wave, 16000)]   # seconds
     [(0.3, 1.3)]
