@@ -2,7 +2,8 @@
 
 The examples themselves run as items of the suite (``testpaths`` names ``speechkit``); these tests check the
 rule for modules that cannot be imported: a missing optional dependency skips the module, while a missing
-module of speechkit itself (a broken import) fails the run.
+module of speechkit itself (a broken import) fails the run; and that a module kept under a former name runs
+its examples once.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ sys.modules["fastapi"] = None
 sys.modules["speechkit.data.manifest"] = None
 raise SystemExit(pytest.main(["-q", "-rA", "-p", "no:randomly", "--continue-on-collection-errors",
                               "speechkit/serve/app.py",
-                              "speechkit/data/trim.py", "speechkit/data/fields.py"]))
+                              "speechkit/data/trim.py", "speechkit/data/fields.py",
+                              "speechkit/weights_origin.py", "speechkit/checkpoints/weights_origin.py"]))
 """
 
 
@@ -37,7 +39,7 @@ def run_without_imports() -> str:
 
 
 @pytest.mark.slow  # a second pytest, importing torch
-def test_a_module_needing_a_missing_optional_dependency_skips_and_a_broken_speechkit_import_fails():
+def test_missing_optional_dependencies_skip_broken_imports_fail_and_former_names_run_once():
     output = run_without_imports()
     lines = output.splitlines()
     skip_reason = "speechkit/serve/app.py: needs the optional dependency 'fastapi'"
@@ -45,3 +47,6 @@ def test_a_module_needing_a_missing_optional_dependency_skips_and_a_broken_speec
     assert any(line.startswith("ERROR speechkit/data/trim.py") for line in lines), output
     # the modules that import fine still run their examples
     assert any(line.startswith("PASSED speechkit/data/fields.py::") for line in lines), output
+    # a module kept under a former name is its new module: its examples run once, from the new file
+    assert any(line.startswith("PASSED speechkit/checkpoints/weights_origin.py::") for line in lines), output
+    assert not any(line.startswith("PASSED speechkit/weights_origin.py") for line in lines), output
