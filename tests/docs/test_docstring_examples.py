@@ -18,12 +18,14 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 
 # Runs pytest on two modules with one import made impossible for each, as if the package were not installed:
-# fastapi (the serve extra) for the server's routes, speechkit's own manifest module for the trimmer.
+# fastapi (the serve extra) for the server's routes, speechkit's own manifest module for the trimmer; and a
+# module under its former name, already imported.
 RUN_WITHOUT = """
 import sys
 import pytest
 sys.modules["fastapi"] = None
 sys.modules["speechkit.data.manifest"] = None
+import speechkit.weights_origin  # as the package's own modules import it, before their collection
 raise SystemExit(pytest.main(["-q", "-rA", "-p", "no:randomly", "--continue-on-collection-errors",
                               "speechkit/serve/app.py",
                               "speechkit/data/trim.py", "speechkit/data/fields.py",
