@@ -7,11 +7,12 @@ exist without pointing anywhere real (with ``{"data_root": "data"}`` as the repl
 
 - ``data/utt1.wav`` ... ``data/utt3.wav``: 16 kHz mono, 0.3 s of silence, a 440 Hz tone, 0.2 s of silence;
 - ``data/train.json`` (utt1, utt2) and ``data/test.json`` (utt3): manifests of them (``wav`` as
-  ``$data_root/uttN.wav``, ``duration``, ``text``, ``speaker``).
+  ``$data_root/uttN.wav``, ``duration``, ``text``, ``speaker``);
 - ``hparams/train.yaml``: ``lr: 0.01``, ``dim: 4`` and ``model: !new:torch.nn.Linear`` of ``dim`` inputs.
 
-Examples that use a ``tokenizer`` without making one get a character SentencePiece model of the train
-transcripts (``tokenizer/char.model``).
+Every example sees ``torch`` and starts from ``torch.manual_seed(0)`` on one thread; one that uses a
+``tokenizer`` without making one gets a character SentencePiece model of the train transcripts
+(``tokenizer/char.model``).
 
 A module that needs an optional dependency which is not installed is skipped, not failed; an import error
 inside ``speechkit`` itself still fails. A module kept under a former name is collected once, at its new home.
@@ -40,6 +41,7 @@ model: !new:torch.nn.Linear
     in_features: !ref <dim>
     out_features: 2
 """
+
 
 class PackageDoctests(DoctestModule):
     """The examples of one module of the package; skipped when an optional dependency is missing."""
