@@ -1,7 +1,7 @@
 """``speechkit <command>``: the command-line face of the toolkit.
 
-Each command lives in its own module, imported only when that command runs (so ``speechkit --help`` stays
-fast and a command's heavy imports never slow another). A command module defines::
+Each command lives in its own module of :mod:`speechkit.commands`, imported only when that command runs (so
+``speechkit --help`` stays fast and a command's heavy imports never slow another). A command module defines::
 
     def add_arguments(parser: argparse.ArgumentParser) -> None: ...
     def run(args: argparse.Namespace) -> int | None: ...
@@ -17,32 +17,47 @@ from speechkit.errors import SpeechkitError
 
 #: command name -> (module, one-line help)
 COMMANDS = {
-    "new-recipe": ("speechkit.templating", "Copy a recipe template to a new folder, ready to run."),
-    "corpus": ("speechkit.corpus.cli", "Generate the built-in synthetic speech corpus (FLAC + manifests)."),
-    "manifest": ("speechkit.data.manifest_cli", "Walk an audio tree and write train/valid manifests."),
-    "trim-silence": ("speechkit.data.trim", "Point a manifest's audio at the speech, without edge silence."),
-    "prepare-librispeech": ("speechkit.data.librispeech", "Write manifests for a LibriSpeech-layout tree."),
-    "fetch": ("speechkit.pretrained.cli_fetch", "Fetch pretrained files (local path, Hub or URL)."),
-    "export": ("speechkit.commands.export", "Turn a recipe's best checkpoint into a model folder."),
-    "average-checkpoints": ("speechkit.checkpoints.averaging",
-                            "Average the weights of the best checkpoints."),
-    "plot-log": ("speechkit.plot_log", "Draw a train_log.txt's loss and metric curves into a PNG."),
-    "transcribe": ("speechkit.pretrained.cli_transcribe", "Transcribe audio files with a pretrained model."),
-    "separate": ("speechkit.pretrained.cli_separate", "Split recordings into one file per talker."),
-    "embed": ("speechkit.pretrained.cli_embed", "Write speaker embeddings of audio files (speaker model), or "
-              "a vocoder's mel embeddings and blends between two of them, for 'infer --task generate'."),
-    "verify": ("speechkit.commands.verify", "Say whether two recordings share a speaker (speaker model)."),
-    "diarize": ("speechkit.commands.diarize", "Say who spoke when in recordings (speaker model); write "
-                "RTTM."),
-    "mixtures": ("speechkit.data.mixtures_cli", "Write speech mixtures (mix/, s1/, s2/) from a manifest."),
-    "infer": ("speechkit.jobs.cli", "Run a model over a manifest as a sharded job that survives preemption "
-              "(--status, --merge)."),
-    "serve": ("speechkit.serve.cli", "Serve model folders over HTTP and WebSocket, with a web page to try "
-              "them."),
-    "data": ("speechkit.commands.data", "Bring your own recordings in: import a corpus layout, check "
-             "manifests, convert audio (import | check | convert)."),
-    "evaluate": ("speechkit.pretrained.evaluate", "Score a pretrained model on a test manifest (WER), "
-                 "sharded over torchrun/srun workers."),
+    "new-recipe": ("speechkit.commands.new_recipe",
+        "Copy a recipe template to a new folder, ready to run."),
+    "corpus": ("speechkit.commands.corpus",
+        "Generate the built-in synthetic speech corpus (FLAC + manifests)."),
+    "manifest": ("speechkit.commands.manifest",
+        "Walk an audio tree and write train/valid manifests."),
+    "trim-silence": ("speechkit.commands.trim_silence",
+        "Point a manifest's audio at the speech, without edge silence."),
+    "prepare-librispeech": ("speechkit.commands.prepare_librispeech",
+        "Write manifests for a LibriSpeech-layout tree."),
+    "fetch": ("speechkit.commands.fetch",
+        "Fetch pretrained files (local path, Hub or URL)."),
+    "export": ("speechkit.commands.export",
+        "Turn a recipe's best checkpoint into a model folder."),
+    "average-checkpoints": ("speechkit.commands.average_checkpoints",
+        "Average the weights of the best checkpoints."),
+    "plot-log": ("speechkit.commands.plot_log",
+        "Draw a train_log.txt's loss and metric curves into a PNG."),
+    "transcribe": ("speechkit.commands.transcribe",
+        "Transcribe audio files with a pretrained model."),
+    "separate": ("speechkit.commands.separate",
+        "Split recordings into one file per talker."),
+    "embed": ("speechkit.commands.embed",
+        "Write speaker embeddings of audio files (speaker model), or a vocoder's mel embeddings "
+        "and blends between two of them, for 'infer --task generate'."),
+    "verify": ("speechkit.commands.verify",
+        "Say whether two recordings share a speaker (speaker model)."),
+    "diarize": ("speechkit.commands.diarize",
+        "Say who spoke when in recordings (speaker model); write RTTM."),
+    "mixtures": ("speechkit.commands.mixtures",
+        "Write speech mixtures (mix/, s1/, s2/) from a manifest."),
+    "infer": ("speechkit.commands.infer",
+        "Run a model over a manifest as a sharded job that survives preemption (--status, "
+        "--merge)."),
+    "serve": ("speechkit.commands.serve",
+        "Serve model folders over HTTP and WebSocket, with a web page to try them."),
+    "data": ("speechkit.commands.data",
+        "Bring your own recordings in: import a corpus layout, check manifests, convert audio "
+        "(import | check | convert)."),
+    "evaluate": ("speechkit.commands.evaluate",
+        "Score a pretrained model on a test manifest (WER), sharded over torchrun/srun workers."),
 }
 
 

@@ -17,7 +17,6 @@ Example:
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 from typing import Optional
 
@@ -110,15 +109,3 @@ def _number(text: str) -> Optional[float]:
         return float((text.split() or [""])[0].rstrip("s%"))  # `lr: 0.001 (from 1.5e-05)`: the first
     except ValueError:
         return None
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("train_log", help="a run's train_log.txt")
-    parser.add_argument("--output", help="the PNG to write (default: train_log.png next to the log)")
-
-
-def run(args: argparse.Namespace) -> int:
-    output = args.output or Path(args.train_log).with_suffix(".png")
-    written = plot_curves(parse_train_log(args.train_log), output, title=str(args.train_log))
-    print(f"Wrote {written}")
-    return 0

@@ -20,7 +20,6 @@ Example:
 """
 from __future__ import annotations
 
-import argparse
 import os
 import re
 import shutil
@@ -72,7 +71,7 @@ def template_folders(root: Path) -> list:
     return [p for p in sorted(root.iterdir()) if p.is_dir() and not p.name.startswith((".", "_"))]
 
 
-def _no_templates_hint(root: Path) -> str:
+def no_templates_hint(root: Path) -> str:
     return (f"none: no templates folder at {root} (this installation lacks its templates: reinstall "
             "speechkit from a wheel or a checkout, or set SPEECHKIT_TEMPLATES to a checkout's templates "
             "folder)")
@@ -101,7 +100,7 @@ def copy_template(name: str, dest: str | Path, root: Optional[Path] = None, forc
     source = (root / name).resolve()
     known = available_templates(root)
     if name not in known or not source.is_dir():
-        listing = ", ".join(known) if known else _no_templates_hint(root)
+        listing = ", ".join(known) if known else no_templates_hint(root)
         raise TemplateError(f"unknown template {name!r}; available templates: {listing}")
     dest = Path(dest).expanduser().resolve()
     if dest == source or source in dest.parents:
@@ -177,31 +176,3 @@ def rewrite_paths(text: str, file_dir: Path, source: Path, dest: Path, template_
     if template_name:
         text = re.sub(rf"(?<![\w/])templates/{re.escape(template_name)}(?![\w])", str(dest), text)
     return text
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("template", nargs="?", help="Template name (see --list), e.g. speech_recognition, or "
-                        "one recipe of it, e.g. speech_recognition/ASR.")
-    parser.add_argument("dest", nargs="?", help="Folder to create.")
-    parser.add_argument("--list", action="store_true", help="List the available templates and exit.")
-    parser.add_argument("--force", action="store_true", help="Copy into an existing, non-empty folder.")
-
-
-def run(args: argparse.Namespace) -> int:
-    root = templates_root()
-    if args.list:
-        folders = template_folders(root)
-        if not folders:
-            raise TemplateError(f"available templates: {_no_templates_hint(root)}")
-        for folder in folders:
-            print(folder.name)
-        return 0
-    if not args.template or not args.dest:
-        names = ", ".join(folder.name for folder in template_folders(root)) or _no_templates_hint(root)
-        raise TemplateError(f"usage: speechkit new-recipe TEMPLATE DEST; available templates: {names}")
-    dest = copy_template(args.template, args.dest, force=args.force)
-    print(f"Copied template {args.template!r} to {dest}")
-    readme = dest / "README.md"
-    if readme.is_file():
-        print(f"Next: read {readme}")
-    return 0

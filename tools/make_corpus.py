@@ -8,7 +8,7 @@ Example::
 import argparse
 import sys
 
-from speechkit.corpus import cli
+from speechkit.commands import corpus as cli
 from speechkit.errors import SpeechkitError
 
 

@@ -19,10 +19,12 @@ from __future__ import annotations
 import argparse
 import os
 
+from speechkit.commands.model_source import add_model_source_arguments, from_hparams_options, model_source
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("audio", nargs="+", help="Recordings (any format soundfile reads, any rate).")
-    parser.add_argument("--model", required=True, help="Speaker model folder (interface SpeakerRecognition).")
+    add_model_source_arguments(parser, model="option")
     parser.add_argument("--rttm", required=True, help="RTTM file to write (one file id per recording: its "
                         "file name without extension).")
     parser.add_argument("--num-speakers", type=int, default=None, help="Speakers per recording (default: "
@@ -38,8 +40,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="Seconds not scored on each side of a reference boundary (default 0.25).")
     parser.add_argument("--vad", default=None, metavar="WEIGHTS", help="Weights of a trained voice activity "
                         "detector (TrainedVAD.save; docs/speaker.md); default: the energy detector.")
-    parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N (default: cpu).")
-    parser.add_argument("--backend", choices=["torch", "onnx", "torchscript"], default="torch")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -63,8 +63,8 @@ def run(args: argparse.Namespace) -> int:
     if args.vad is not None and not os.path.isfile(args.vad):
         raise DataError(f"--vad: no weight file {args.vad!r}")
     vad = TrainedVAD.load(args.vad) if args.vad is not None else None
-    model = SpeakerRecognition.from_hparams(args.model, run_opts={"device": args.device},
-                                            backend=args.backend)
+    model = SpeakerRecognition.from_hparams(model_source(args), run_opts={"device": args.device},
+                                            **from_hparams_options(args))
     diarizer = Diarizer(model, window=args.window, step=args.step, method=args.clustering,
                         threshold=args.threshold, max_speakers=args.max_speakers, vad=vad)
     results, totals = {}, {"missed": 0.0, "false_alarm": 0.0, "confusion": 0.0, "total": 0.0}

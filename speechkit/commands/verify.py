@@ -13,21 +13,16 @@ from __future__ import annotations
 import argparse
 import os
 
+from speechkit.commands.model_source import add_model_source_arguments, from_hparams_options, model_source
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("first", help="An audio file (any format soundfile reads, any rate).")
     parser.add_argument("second", help="Another audio file.")
-    parser.add_argument("--model", required=True,
-                        help="Speaker model folder (interface SpeakerRecognition): local path, Hub repo id "
-                             "or http(s) URL.")
+    add_model_source_arguments(parser, model="option")
     parser.add_argument("--threshold", type=float, default=None,
                         help="Cosine score from which the speakers are called the same (default: the model "
                              "folder's threshold).")
-    parser.add_argument("--backend", choices=["torch", "onnx", "torchscript"], default="torch",
-                        help="Run the PyTorch modules or the folder's exported graphs.")
-    parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N (default: cpu).")
-    parser.add_argument("--trust-remote-code", action="store_true",
-                        help="Let a remote hyperparams.yaml build objects outside the allowlist.")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -39,8 +34,8 @@ def run(args: argparse.Namespace) -> int:
             raise DataError(f"no audio file {path!r}")
     if args.threshold is not None and not -1.0 <= args.threshold <= 1.0:
         raise DataError(f"--threshold must be a cosine score in [-1, 1], got {args.threshold}")
-    model = SpeakerRecognition.from_hparams(args.model, run_opts={"device": args.device},
-                                            backend=args.backend, trust_remote_code=args.trust_remote_code)
+    model = SpeakerRecognition.from_hparams(model_source(args), run_opts={"device": args.device},
+                                            **from_hparams_options(args))
     if args.threshold is not None:
         model.threshold = args.threshold
     score, same = model.verify_files(args.first, args.second)

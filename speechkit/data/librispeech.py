@@ -1,4 +1,4 @@
-"""Manifests for a corpus in the LibriSpeech layout; also the ``speechkit prepare-librispeech`` command.
+"""Manifests for a corpus in the LibriSpeech layout (what ``speechkit prepare-librispeech`` writes).
 
 Layout::
 
@@ -22,14 +22,12 @@ or, in a recipe (once, on the main process)::
 """
 from __future__ import annotations
 
-import argparse
 import os
 from collections.abc import Callable, Sequence
 from typing import Optional
 
 from speechkit.data.manifest import is_regular_file, read_durations, write_json_manifest
 from speechkit.errors import ManifestError
-from speechkit.terminal import Progress, add_progress_flags
 
 TRANSCRIPT_SUFFIX = ".trans.txt"
 
@@ -187,30 +185,3 @@ def prepare_librispeech(data_folder: str, save_folder: str, splits: Optional[Seq
                                  "chapter": row["chapter"], "text": row["text"]}
         write_json_manifest(manifest, destination)
     return {**written, **write_template_manifests(written, save_folder)}
-
-
-# -- command line -----------------------------------------------------------------------------------------
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("data_folder", metavar="DIR",
-                        help="the LibriSpeech folder (holding train-clean-100, ...)")
-    parser.add_argument("--dest", required=True, help="folder for the <split>.json manifests")
-    parser.add_argument("--splits", nargs="+", default=None, help="splits to prepare (default: all found)")
-    parser.add_argument("--placeholder", default=None, metavar="NAME",
-                        help="write paths as $NAME/... instead of absolute paths")
-    parser.add_argument("--workers", type=int, default=min(8, os.cpu_count() or 1),
-                        help="processes reading durations (default: up to 8)")
-    parser.add_argument("--ext", default="flac", help="audio extension (default: flac)")
-    parser.add_argument("--force", action="store_true", help="rewrite manifests that already exist")
-    add_progress_flags(parser)
-
-
-def run(args: argparse.Namespace) -> int:
-    with Progress("prepare-librispeech", unit="file", enabled=not args.no_progress) as bar:
-        written = prepare_librispeech(args.data_folder, args.dest, args.splits, placeholder=args.placeholder,
-                                      num_workers=args.workers, ext=args.ext, skip_if_exists=not args.force,
-                                      progress=bar.report)
-    for split, path in written.items():
-        print(f"{split}: {path}")
-    return 0

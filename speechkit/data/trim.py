@@ -22,7 +22,6 @@ Example:
 """
 from __future__ import annotations
 
-import argparse
 import os
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Optional
@@ -30,10 +29,8 @@ from typing import Any, Optional
 import numpy as np
 
 from speechkit import distributed
-from speechkit.argtypes import name_value
 from speechkit.data.manifest import load_manifest, substitute, write_json_manifest
 from speechkit.errors import AudioError, HparamsError, ManifestError
-from speechkit.terminal import Progress, add_progress_flags
 
 
 def speech_bounds(wave: np.ndarray, threshold_db: float = -40.0, frame: int = 160,
@@ -231,37 +228,3 @@ def _segment_of(job: tuple) -> tuple:
     first, last = speech_bounds(wave, threshold_db, frame=rate // 100, margin=round(margin * rate))
     segment = {"file": path, "start": int(offset) + first, "stop": int(offset) + last, "unit": "samples"}
     return segment, (last - first) / rate
-
-
-# -- command line ----------------------------------------------------------------------------------------
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("manifest", help="input manifest (.json, .jsonl, .csv)")
-    parser.add_argument("output", help="output JSON manifest (audio fields become segments)")
-    parser.add_argument("--replace", action="append", default=[], type=name_value, metavar="NAME=VALUE",
-                        help="value of a $NAME placeholder in the paths (repeatable); the output keeps $NAME")
-    parser.add_argument("--field", default="wav", help="the audio field (default: wav)")
-    parser.add_argument("--margin", type=float, default=0.1,
-                        help="seconds of silence kept before and after the speech (default 0.1)")
-    parser.add_argument("--threshold-db", type=float, default=-40.0,
-                        help="frames this far below the loudest frame are silence (default -40)")
-    parser.add_argument("--workers", type=int, default=min(8, os.cpu_count() or 1),
-                        help="processes reading audio (default: up to 8)")
-    add_progress_flags(parser)
-
-
-def run(args: argparse.Namespace) -> int:
-    if not args.output.endswith(".json"):
-        raise ManifestError(f"{args.output}: the output must be a .json manifest (segments are objects)")
-    rows = load_manifest(args.manifest, file_fields=())
-    with Progress("trim-silence", len(rows), unit="file", enabled=not args.no_progress) as bar:
-        trimmed = trim_manifest(rows, dict(args.replace), field=args.field, margin=args.margin,
-                                threshold_db=args.threshold_db, num_workers=args.workers, name=args.manifest,
-                                progress=bar.report)
-    write_json_manifest(trimmed, args.output)
-    before = sum(float(row["duration"]) for row in rows.values())
-    after = sum(row["duration"] for row in trimmed.values())
-    print(f"{args.output}: {len(trimmed)} items, {after / 3600:.3f} h of {before / 3600:.3f} h "
-          f"({100 * (1 - after / max(before, 1e-9)):.1f}% trimmed)")
-    return 0

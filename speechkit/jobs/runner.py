@@ -40,7 +40,7 @@ class JobConfig:
     """Everything a job's processes share (the shard itself comes from the environment or ``shard``).
 
     Attributes:
-        source: the model folder (local path, Hub repo id or URL).
+        source: the model folder (local path, Hub repo id or URL, or a ``FetchSource``).
         manifest: JSON, JSON Lines or CSV manifest with ``duration`` and the task's input field.
         output: the job folder (plan, ledgers, outputs, merged results).
         task: a registered task name (``transcribe``, ``encode``, ...); ``task_options`` its options.
@@ -51,6 +51,9 @@ class JobConfig:
         flush_every, flush_seconds: append the ledger after this many items or seconds.
         verify: check finished outputs' checksums, not only their sizes, before skipping them.
         merge: the last shard to finish merges the job.
+        from_hparams_options: keyword arguments of :meth:`speechkit.pretrained.Pretrained.from_hparams`
+            besides the source and the device (``savedir``, ``revision``, ``allow_network``,
+            ``trust_remote_code``, ``allow``, ``force_download``, ``backend``, ...).
     """
 
     source: str
@@ -69,10 +72,7 @@ class JobConfig:
     verify: bool = False
     progress: bool = True
     merge: bool = True
-    savedir: Optional[str] = None
-    revision: Optional[str] = None
-    offline: bool = False
-    trust_remote_code: bool = False
+    from_hparams_options: dict = dataclasses.field(default_factory=dict)
 
 
 class ShardResult(NamedTuple):
@@ -273,7 +273,7 @@ def _read_manifest(config: JobConfig, task) -> tuple:
 
 
 def _job_spec(config: JobConfig, task, durations: dict, inputs: dict, num_shards: int) -> dict:
-    source = str(config.source)
+    source = str(getattr(config.source, "path", config.source))  # a FetchSource (--kind) is its path
     if os.path.isdir(os.path.expanduser(source)):
         source = str(Path(source).expanduser().resolve())
     return {"task": task.name, "source": source, "fingerprint": job_plan.fingerprint(durations, inputs),
@@ -290,10 +290,8 @@ def _load_model(config: JobConfig, task, identity: ShardIdentity):
     if device is None:
         count = torch.cuda.device_count()
         device = f"cuda:{identity.local_rank % count}" if count else "cpu"
-    model = Pretrained.from_hparams(config.source, savedir=config.savedir, run_opts={"device": device},
-                                    revision=config.revision, allow_network=not config.offline,
-                                    trust_remote_code=config.trust_remote_code)
-    task.check_model(model, str(config.source))
+    model = Pretrained.from_hparams(config.source, run_opts={"device": device}, **config.from_hparams_options)
+    task.check_model(model, str(getattr(config.source, "path", config.source)))
     return model
 
 

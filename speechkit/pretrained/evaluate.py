@@ -1,65 +1,35 @@
-"""Evaluate a pretrained model on a test manifest through its interface, on one process or many.
+"""Evaluate a pretrained model on a test manifest through its interface, on one process or many: the library
+side of ``speechkit evaluate`` (:mod:`speechkit.commands.evaluate`).
 
 Examples::
 
-    python -m speechkit.pretrained.evaluate org/asr-ctc test.json --output results/eval
-    torchrun --nproc_per_node=4 -m speechkit.pretrained.evaluate org/asr-ctc test.json --output results/eval
-    srun python -m speechkit.pretrained.evaluate org/asr-ctc test.json --output results/eval
+    speechkit evaluate org/asr-ctc test.json --output results/eval
+    torchrun --nproc_per_node=4 -m speechkit evaluate org/asr-ctc test.json --output results/eval
+    srun python -m speechkit evaluate org/asr-ctc test.json --output results/eval
 
 Each process transcribes a disjoint shard of the manifest (utterances sorted by duration and dealt
 round-robin, so every rank gets about the same amount of audio); nothing is exchanged until the end, where
 :class:`speechkit.metrics.ErrorRateStats` gathers the per-utterance results keyed by id. Because the models
 are batch-invariant, the WER is exactly the single-process WER whatever the number of processes or the batch
-size.
-The main process prints one JSON line (``{"WER": ..., "utterances": ..., "world_size": ...}``) and writes
-``wer.txt`` (per-utterance alignments) and ``summary.json`` into ``--output``.
+size. The main process gets the summary (``{"WER": ..., "utterances": ..., "world_size": ...}``) and writes
+``wer.txt`` (per-utterance alignments) and ``summary.json`` into ``output``.
 
 The reference text is the manifest's ``text`` field, as in every manifest speechkit writes (``words`` when a
-manifest has that instead; ``--text-field`` names another). References and hypotheses are scored after the
-model folder's ``text_normalizer`` when its hyperparams.yaml declares one (``--text-normalizer`` chooses
+manifest has that instead; ``text_field`` names another). References and hypotheses are scored after the
+model folder's ``text_normalizer`` when its hyperparams.yaml declares one (``normalization`` chooses
 another), and ``wer.txt`` says how the text was normalised.
+
+``python -m speechkit.pretrained.evaluate ...``, the command's former spelling, still runs ``speechkit
+evaluate``.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import pathlib
 import sys
 from typing import Optional
 
-from speechkit.argtypes import name_value
-from speechkit.terminal import Progress, add_progress_flags
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("source", help="Model folder: local path, Hub repo id or http(s) URL.")
-    parser.add_argument("manifest", help="Test manifest (JSON, JSON Lines or CSV): audio and text fields.")
-    parser.add_argument("--output", default=None, help="Folder for wer.txt and summary.json (main process).")
-    parser.add_argument("--audio-field", default="wav", help="Manifest field holding the audio path.")
-    parser.add_argument("--text-field", default=None,
-                        help="Manifest field holding the reference text (default: 'text', or 'words' when "
-                             "the manifest has that instead).")
-    parser.add_argument("--text-normalizer", default="model", choices=TEXT_NORMALIZERS,
-                        help="How references and hypotheses are normalised before scoring: the model "
-                             "folder's text_normalizer (none if it declares none), none, or upper/lower "
-                             "case with punctuation removed (docs/data.md, 'How text is normalised').")
-    parser.add_argument("--replacement", action="append", default=[], type=name_value, metavar="NAME=VALUE",
-                        help="Replace $NAME in manifest paths (e.g. data_root=/corpora/x).")
-    parser.add_argument("--batch-size", type=int, default=8, help="Utterances per forward pass.")
-    parser.add_argument("--savedir", default=None, help="Where the model's files appear.")
-    parser.add_argument("--revision", default=None, help="Hub branch, tag or commit.")
-    parser.add_argument("--device", default=None,
-                        help="Device (default: cuda:<local rank> with CUDA, else cpu).")
-    parser.add_argument("--offline", action="store_true", help="Serve the model from the cache only.")
-    parser.add_argument("--refresh", action="store_true",
-                        help="Download the model's files anew instead of revalidating the cached copies.")
-    parser.add_argument("--trust-remote-code", action="store_true",
-                        help="Let a remote hyperparams.yaml build any object (not only the allowlist's).")
-    parser.add_argument("--allow", action="append", default=[], metavar="NAME",
-                        help="An exact dotted name a remote hyperparams.yaml may build besides the allowlist "
-                             "(repeatable), e.g. --allow mypackage.models.MyEncoder.")
-    add_progress_flags(parser)
-
+from speechkit.terminal import Progress
 
 #: Choices of --text-normalizer.
 TEXT_NORMALIZERS = ("model", "none", "upper", "lower")
@@ -102,15 +72,32 @@ def text_normalizer(choice: str, model_hparams: dict):
     return TextNormalizer(case=choice)
 
 
-def run(args: argparse.Namespace) -> int:
-    summary = evaluate(args)
-    if summary is not None:
-        print(json.dumps(summary, sort_keys=True), flush=True)
-    return 0
+def evaluate(source, manifest, *, output=None, audio_field: str = "wav", text_field: Optional[str] = None,
+             normalization: str = "model", replacements: Optional[dict] = None, batch_size: int = 8,
+             device: Optional[str] = None, progress: bool = True,
+             from_hparams_options: Optional[dict] = None) -> Optional[dict]:
+    """Score the model folder ``source`` on ``manifest``, this process's shard of it; returns the summary on
+    the main process (and writes ``wer.txt`` and ``summary.json`` into ``output`` when given), None on the
+    others.
 
+    Args:
+        source: the model folder (local path, Hub repo id, URL or a ``FetchSource``).
+        manifest: JSON, JSON Lines or CSV manifest with the audio and reference text fields.
+        output: folder for ``wer.txt`` and ``summary.json`` (None: nothing written).
+        audio_field, text_field: the manifest's fields (``text_field`` None: see :func:`reference_field`).
+        normalization: one of :data:`TEXT_NORMALIZERS` (see :func:`text_normalizer`).
+        replacements: ``$NAME`` placeholders of the manifest's paths and their values.
+        batch_size: utterances per forward pass (the WER does not depend on it).
+        device: this process's device (None: ``cuda:<local rank>`` with CUDA, else cpu).
+        progress: show a progress bar on the main process.
+        from_hparams_options: further keyword arguments of :meth:`Pretrained.from_hparams` (``savedir``,
+            ``revision``, ``allow_network``, ``trust_remote_code``, ``allow``, ``force_download``, ...).
 
-def evaluate(args: argparse.Namespace) -> Optional[dict]:
-    """Run the evaluation; returns the summary on the main process, None on the others."""
+    Example:
+        >>> summary = evaluate("models/asr", "test.json", output="results/eval")  # doctest: +SKIP
+        >>> summary["WER"]                                                      # doctest: +SKIP
+        4.12
+    """
     import torch
 
     from speechkit import distributed as dist
@@ -121,28 +108,24 @@ def evaluate(args: argparse.Namespace) -> Optional[dict]:
     from speechkit.pretrained.interfaces import Pretrained
     from speechkit.run_options import RunOptions
 
-    ctx = dist.init(RunOptions(device=args.device))
-    replacements = dict(args.replacement)
-    data = load_manifest(args.manifest, replacements=replacements)
-    text_field = reference_field(data, args.text_field, args.manifest)
+    ctx = dist.init(RunOptions(device=device))
+    data = load_manifest(manifest, replacements=dict(replacements or {}))
+    text_field = reference_field(data, text_field, manifest)
     for utt_id, row in data.items():
-        if args.audio_field not in row:
-            raise SpeechkitError(f"{args.manifest}: utterance '{utt_id}' has no field '{args.audio_field}' "
+        if audio_field not in row:
+            raise SpeechkitError(f"{manifest}: utterance '{utt_id}' has no field '{audio_field}' "
                                  f"(--audio-field); its fields are {', '.join(sorted(row))}")
-    model = Pretrained.from_hparams(args.source, savedir=args.savedir, run_opts={"device": ctx.device},
-                                    revision=args.revision, allow_network=not args.offline,
-                                    trust_remote_code=args.trust_remote_code, allow=args.allow,
-                                    force_download=args.refresh)
+    model = Pretrained.from_hparams(source, run_opts={"device": ctx.device}, **(from_hparams_options or {}))
     # Longest first, ties by id: a deterministic order whose round-robin shards balance the audio.
     order = sorted(data, key=lambda i: (-float(data[i].get("duration", 0.0)), i))
     shard = shard_round_robin(order, ctx.rank, ctx.world_size)
-    normalizer = text_normalizer(getattr(args, "text_normalizer", "model"), model.hparams)
+    normalizer = text_normalizer(normalization, model.hparams)
     stats = ErrorRateStats(normalizer=normalizer)
-    shown = ctx.is_main and not getattr(args, "no_progress", False)  # rank 0's shard stands for the others'
+    shown = ctx.is_main and progress  # rank 0's shard stands for the others'
     with Progress("evaluate", len(shard), unit="utt", enabled=shown) as bar:
-        for start in range(0, len(shard), max(1, args.batch_size)):
-            ids = shard[start:start + args.batch_size]
-            wavs = [model.load_audio(data[i][args.audio_field]) for i in ids]
+        for start in range(0, len(shard), max(1, batch_size)):
+            ids = shard[start:start + batch_size]
+            wavs = [model.load_audio(data[i][audio_field]) for i in ids]
             lengths = torch.tensor([w.shape[0] for w in wavs], dtype=torch.int64)
             batch = torch.nn.utils.rnn.pad_sequence(wavs, batch_first=True)
             texts, _ = model.transcribe_batch(batch, lengths)
@@ -153,8 +136,8 @@ def evaluate(args: argparse.Namespace) -> Optional[dict]:
         return None
     summary = {"utterances": len(data), "world_size": ctx.world_size, "shard_sizes": _shard_sizes(order, ctx)}
     summary.update(result if isinstance(result, dict) else {"WER": result})
-    if args.output:
-        out = pathlib.Path(args.output)
+    if output:
+        out = pathlib.Path(output)
         out.mkdir(parents=True, exist_ok=True)
         stats.write_stats(out / "wer.txt")
         (out / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True, default=str))
@@ -167,18 +150,7 @@ def _shard_sizes(order: list, ctx) -> list:
     return [len(shard_round_robin(order, r, ctx.world_size)) for r in range(ctx.world_size)]
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m speechkit.pretrained.evaluate",
-                                     description=__doc__.split("\n")[0])
-    add_arguments(parser)
-    from speechkit.errors import SpeechkitError
+if __name__ == "__main__":  # the former spelling of ``speechkit evaluate``, kept for scripts that use it
+    from speechkit.cli import main
 
-    try:
-        return run(parser.parse_args(argv))
-    except SpeechkitError as error:
-        print(f"evaluate: error: {error}", file=sys.stderr)
-        return 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(["evaluate", *sys.argv[1:]]))

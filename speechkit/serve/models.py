@@ -34,7 +34,8 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 @dataclasses.dataclass(frozen=True)
 class ModelSpec:
-    """One ``MODEL`` argument: the name it is served under and its source (local path, Hub id or URL)."""
+    """One ``MODEL`` argument: the name it is served under and its source (local path, Hub id or URL, or a
+    ``FetchSource`` when ``--kind`` says which)."""
 
     name: str
     source: str
@@ -138,7 +139,8 @@ def load_models(specs: list, device: str = "cpu", **from_hparams_options) -> dic
             raise HparamsError(f"two models are named {spec.name!r}; name them with NAME=SOURCE")
         if is_whisper_folder(spec.source):  # a transformers Whisper folder (config.json, no hyperparams.yaml)
             options = {key: value for key, value in from_hparams_options.items()
-                       if key in ("revision", "allow_network", "cache_dir", "backend")}
+                       if key in ("revision", "allow_network", "cache_dir", "backend", "force_download",
+                                  "limits")}
             interface = WhisperASR.from_hparams(spec.source, run_opts={"device": device}, **options)
         else:
             interface = Pretrained.from_hparams(spec.source, run_opts={"device": device},

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from speechkit import cli, templating
+from speechkit.commands import new_recipe
 from speechkit.templating import TemplateError, available_templates, copy_template, rewrite_paths
 
 
@@ -99,8 +100,8 @@ def test_cli_reports_unknown_template_with_the_list(tmp_path, monkeypatch, capsy
     assert (tmp_path / "ok" / "ASR" / "hparams" / "ASR.yaml").is_file()
     capsys.readouterr()
     parser = argparse.ArgumentParser()
-    templating.add_arguments(parser)
-    assert templating.run(parser.parse_args(["--list"])) == 0
+    new_recipe.add_arguments(parser)
+    assert new_recipe.run(parser.parse_args(["--list"])) == 0
     assert capsys.readouterr().out.splitlines() == ["demo"]  # templates only, not their recipe folders
 
 

@@ -7,6 +7,7 @@ import json
 import pytest
 import soundfile
 
+from speechkit.cli import main
 from speechkit.errors import ManifestError
 from speechkit.pretrained import evaluate
 
@@ -28,8 +29,8 @@ def test_set(tiny_asr, tmp_path):
 
 
 def _run(model, manifest, output, *flags) -> dict:
-    assert evaluate.main([str(model), str(manifest), "--output", str(output), "--device", "cpu",
-                          "--no-progress", *flags]) == 0
+    assert main(["evaluate", str(model), str(manifest), "--output", str(output), "--device", "cpu",
+                 "--no-progress", *flags]) == 0
     return json.loads((output / "summary.json").read_text())
 
 
@@ -72,5 +73,5 @@ def test_reference_field_detection_and_errors(tmp_path):
 def test_a_normalizer_choice_that_does_not_exist_is_refused(test_set, tmp_path, capsys):
     model, manifest = test_set
     with pytest.raises(SystemExit):
-        evaluate.main([str(model), str(manifest), "--text-normalizer", "title"])
+        main(["evaluate", str(model), str(manifest), "--text-normalizer", "title"])
     assert "invalid choice: 'title'" in capsys.readouterr().err

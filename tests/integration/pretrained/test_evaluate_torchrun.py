@@ -40,7 +40,7 @@ def test_set(tiny_asr, tmp_path):
 
 def _evaluate(launcher: list, model, manifest, output, batch_size: int) -> dict:
     env = dict(os.environ, OMP_NUM_THREADS="1")
-    command = [*launcher, "-m", "speechkit.pretrained.evaluate", str(model), str(manifest), "--output",
+    command = [*launcher, "-m", "speechkit", "evaluate", str(model), str(manifest), "--output",
                str(output), "--batch-size", str(batch_size), "--device", "cpu"]
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stderr[-3000:]

@@ -17,30 +17,15 @@ from __future__ import annotations
 import argparse
 
 from speechkit.argtypes import number
+from speechkit.commands.model_source import add_model_source_arguments, from_hparams_options, model_source
 from speechkit.terminal import Progress, add_progress_flags
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("source", help="Model folder: local path, Hub repo id or http(s) URL.")
+    add_model_source_arguments(parser)
     parser.add_argument("audio", nargs="+", help="Audio files (any format soundfile reads).")
-    parser.add_argument("--savedir", default=None, help="Where the model's files appear (default: in place "
-                        "for a local folder, else the cache).")
-    parser.add_argument("--kind", choices=["local", "huggingface", "url"], default=None,
-                        help="Force the source kind.")
-    parser.add_argument("--revision", default=None, help="Hub branch, tag or commit.")
-    parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N (default: cpu).")
     parser.add_argument("--batch-size", type=int, default=8, help="Files per forward pass.")
-    parser.add_argument("--offline", action="store_true", help="Serve the model from the cache only.")
-    parser.add_argument("--refresh", action="store_true",
-                        help="Download the model's files anew instead of revalidating the cached copies.")
-    parser.add_argument("--trust-remote-code", action="store_true",
-                        help="Let a remote hyperparams.yaml build any object (not only the allowlist's).")
-    parser.add_argument("--allow", action="append", default=[], metavar="NAME",
-                        help="An exact dotted name a remote hyperparams.yaml may build besides the allowlist "
-                             "(repeatable), e.g. --allow mypackage.models.MyEncoder.")
     add_progress_flags(parser)
-    parser.add_argument("--backend", choices=["torch", "onnx", "torchscript"], default="torch",
-                        help="Run the PyTorch modules (default) or the folder's exported graphs.")
     parser.add_argument("--stream", action="store_true",
                         help="Transcribe as a live stream: chunk by chunk, printing partial transcripts.")
     parser.add_argument("--chunk-ms", type=number(float, 0.0, above=True), default=320.0,
@@ -58,23 +43,18 @@ def run(args: argparse.Namespace) -> int:
     import torch
 
     from speechkit.pretrained.interfaces import Pretrained
-    from speechkit.pretrained.sources.fetching import FetchSource
     from speechkit.pretrained.whisper_asr import WhisperASR, is_whisper_folder
 
-    source = FetchSource(args.kind, args.source) if args.kind else args.source
+    source = model_source(args)
+    options = from_hparams_options(args)
     if args.whisper or is_whisper_folder(source):  # a transformers Whisper folder, not a speechkit one
-        model = WhisperASR.from_hparams(source, savedir=args.savedir, run_opts={"device": args.device},
-                                        revision=args.revision, allow_network=not args.offline,
-                                        force_download=args.refresh)
+        model = WhisperASR.from_hparams(source, run_opts={"device": args.device}, **options)
         for path in args.audio:
             text = model.transcribe_file(path, language=args.language, task=args.task,
                                          beam_size=args.beam_size, timestamps=args.timestamps)
             print(f"{path}\t{text}", flush=True)
         return 0
-    model = Pretrained.from_hparams(source, savedir=args.savedir, run_opts={"device": args.device},
-                                    revision=args.revision, allow_network=not args.offline,
-                                    trust_remote_code=args.trust_remote_code, allow=args.allow,
-                                    force_download=args.refresh, backend=args.backend)
+    model = Pretrained.from_hparams(source, run_opts={"device": args.device}, **options)
     if args.stream:
         return _stream_files(model, args)
     with Progress("transcribe", len(args.audio), unit="file", enabled=not args.no_progress) as bar:

@@ -18,24 +18,15 @@ from __future__ import annotations
 import argparse
 import os
 
+from speechkit.commands.model_source import add_model_source_arguments, from_hparams_options, model_source
 from speechkit.terminal import Progress, add_progress_flags
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("source", help="Model folder: local path, Hub repo id or http(s) URL.")
+    add_model_source_arguments(parser)
     parser.add_argument("audio", nargs="+", help="Mixtures (any format soundfile reads).")
     parser.add_argument("--out", required=True, help="Folder for <name>_s1.wav, <name>_s2.wav, ...")
-    parser.add_argument("--savedir", default=None, help="Where the model's files appear.")
-    parser.add_argument("--kind", choices=["local", "huggingface", "url"], default=None,
-                        help="Force the source kind.")
-    parser.add_argument("--revision", default=None, help="Hub branch, tag or commit.")
-    parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N (default: cpu).")
     parser.add_argument("--batch-size", type=int, default=4, help="Files per forward pass.")
-    parser.add_argument("--offline", action="store_true", help="Serve the model from the cache only.")
-    parser.add_argument("--refresh", action="store_true",
-                        help="Download the model's files anew instead of revalidating the cached copies.")
-    parser.add_argument("--trust-remote-code", action="store_true",
-                        help="Let a remote hyperparams.yaml build objects outside the allowlist.")
     add_progress_flags(parser)
 
 
@@ -82,14 +73,10 @@ def run(args: argparse.Namespace) -> int:
     from speechkit.data import audio
     from speechkit.errors import AudioError
     from speechkit.pretrained.separation import SeparationModel
-    from speechkit.pretrained.sources.fetching import FetchSource
 
     stems = output_names(args.audio)  # before anything is fetched or written: a collision stops the command
-    source = FetchSource(args.kind, args.source) if args.kind else args.source
-    model = SeparationModel.from_hparams(source, savedir=args.savedir, run_opts={"device": args.device},
-                                         revision=args.revision, allow_network=not args.offline,
-                                         trust_remote_code=args.trust_remote_code,
-                                         force_download=args.refresh)
+    model = SeparationModel.from_hparams(model_source(args), run_opts={"device": args.device},
+                                         **from_hparams_options(args))
     os.makedirs(args.out, exist_ok=True)
     with Progress("separate", len(args.audio), unit="file", enabled=not args.no_progress) as bar:
         for start in range(0, len(args.audio), max(1, args.batch_size)):

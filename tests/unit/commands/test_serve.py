@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
+from speechkit.commands.serve import is_loopback, read_token
 from speechkit.errors import HparamsError, RunOptionsError
-from speechkit.serve.cli import is_loopback, read_token
 from speechkit.serve.limits import ServeLimits
 from speechkit.serve.models import parse_model_spec
 
@@ -45,7 +45,7 @@ def test_limits_must_be_positive():
 
 
 def test_the_options_defaults_are_the_limits_defaults():
-    from speechkit.serve.cli import ServeLimitsDefaults
+    from speechkit.commands.serve import ServeLimitsDefaults
 
     defaults = ServeLimits()
     for name, value in vars(ServeLimitsDefaults).items():

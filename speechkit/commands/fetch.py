@@ -13,67 +13,32 @@ every file anew; without it a cached URL file is revalidated with the server (a 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import pathlib
 
+from speechkit.commands.model_source import add_model_source_arguments, limits_from, model_source
 from speechkit.pretrained.sources.fetching import (
     FetchFrom,
-    FetchSource,
     FetchStrategy,
     describe,
     fetch,
     resolve_source,
 )
-from speechkit.pretrained.sources.limits import DEFAULT_LIMITS, SourceLimits
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("source", help="Local folder, Hub repo id (owner/name) or http(s) URL of a folder.")
+    add_model_source_arguments(parser, savedir="required", loads=False)
     parser.add_argument("files", nargs="*", help="File names in the source (default: the whole model).")
-    parser.add_argument("--savedir", required=True, help="Folder where the files appear.")
-    parser.add_argument("--kind", choices=[k.value for k in FetchFrom], default=None,
-                        help="Force the source kind (when a local folder has a repo id's name).")
-    parser.add_argument("--revision", default=None, help="Hub branch, tag or commit.")
     parser.add_argument("--strategy", choices=[s.value for s in FetchStrategy], default="symlink",
                         help="How files appear in savedir (default: symlink, copy where links fail).")
     parser.add_argument("--sha256", default=None, help="Expected sha256 (with exactly one file).")
     parser.add_argument("--hparams-file", default="hyperparams.yaml",
                         help="The model's YAML (whole-model mode).")
-    parser.add_argument("--offline", action="store_true",
-                        help="Serve from the cache only (as HF_HUB_OFFLINE=1).")
-    parser.add_argument("--cache-dir", default=None, help="Download cache (default: $SPEECHKIT_CACHE, "
-                        "~/.cache/speechkit; Hub files: the Hugging Face cache).")
-    parser.add_argument("--refresh", action="store_true",
-                        help="Download every file anew instead of revalidating the cached copy.")
-    add_limit_arguments(parser)
-
-
-def add_limit_arguments(parser: argparse.ArgumentParser) -> None:
-    """The options of :class:`~speechkit.pretrained.sources.limits.SourceLimits` a command line may change."""
-    parser.add_argument("--max-yaml-bytes", type=int, default=DEFAULT_LIMITS.max_yaml_bytes,
-                        help="Largest hyperparams.yaml accepted from a remote source (default: %(default)s).")
-    parser.add_argument("--max-file-bytes", type=int, default=DEFAULT_LIMITS.max_file_bytes,
-                        help="Largest file of unannounced size accepted from a remote source "
-                             "(default: %(default)s).")
-    parser.add_argument("--stall-timeout", type=float, default=DEFAULT_LIMITS.stall_timeout_s,
-                        help="Seconds a download may wait for the server's next bytes "
-                             "(default: %(default)s).")
-    parser.add_argument("--download-timeout", type=float, default=DEFAULT_LIMITS.download_timeout_s,
-                        help="Seconds a whole download may take before it stops (it resumes next time; "
-                             "default: %(default)s).")
-
-
-def limits_from(args: argparse.Namespace) -> SourceLimits:
-    """The limits the options of :func:`add_limit_arguments` ask for."""
-    return dataclasses.replace(DEFAULT_LIMITS, max_yaml_bytes=args.max_yaml_bytes,
-                               max_file_bytes=args.max_file_bytes, stall_timeout_s=args.stall_timeout,
-                               download_timeout_s=args.download_timeout)
 
 
 def run(args: argparse.Namespace) -> int:
     from speechkit.errors import FetchError
 
-    source = FetchSource(args.kind, args.source) if args.kind else resolve_source(args.source)
+    source = resolve_source(model_source(args))
     remote = source.kind is not FetchFrom.LOCAL
     limits = limits_from(args)
     common = dict(strategy=args.strategy, revision=args.revision, allow_network=not args.offline,

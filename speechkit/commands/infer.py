@@ -22,11 +22,12 @@ import json
 import logging
 
 from speechkit.argtypes import name_value
+from speechkit.commands.model_source import add_model_source_arguments, from_hparams_options, model_source
 from speechkit.terminal import add_progress_flags
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("source", nargs="?", help="Model folder: local path, Hub repo id or http(s) URL.")
+    add_model_source_arguments(parser, model="optional", device_default=None)
     parser.add_argument("manifest", nargs="?", help="Manifest (JSON, JSON Lines or CSV) with 'duration' and "
                         "the audio field.")
     parser.add_argument("--output", "-o", help="The job folder (plan, ledgers, outputs, results).")
@@ -57,17 +58,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "byte, across shard counts) instead of each item alone.")
     parser.add_argument("--replacement", action="append", default=[], type=name_value, metavar="NAME=VALUE",
                         help="Replace $NAME in manifest paths (e.g. data_root=/corpora/x).")
-    parser.add_argument("--device", default=None, help="cpu, cuda:N (default: the GPU of the local rank).")
     parser.add_argument("--verify", action="store_true", help="Check finished outputs' checksums, not only "
                         "their sizes (slower).")
     parser.add_argument("--no-merge", action="store_true", help="Do not merge when the last shard finishes.")
     add_progress_flags(parser)
     parser.add_argument("--json", action="store_true", help="--status/--merge: print JSON.")
-    parser.add_argument("--savedir", default=None, help="Where the model's files appear.")
-    parser.add_argument("--revision", default=None, help="Hub branch, tag or commit.")
-    parser.add_argument("--offline", action="store_true", help="Serve the model from the cache only.")
-    parser.add_argument("--trust-remote-code", action="store_true",
-                        help="Let a remote hyperparams.yaml build objects outside speechkit and torch.")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -100,14 +95,13 @@ def run(args: argparse.Namespace) -> int:
              ("padded_batches", args.padded_batches))
     options = {name: value for name, value in given if name in accepted and value is not None}
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s: %(message)s")
-    config = JobConfig(args.source, args.manifest, args.output, task=args.task, task_options=options,
+    config = JobConfig(model_source(args), args.manifest, args.output, task=args.task, task_options=options,
                        shard=args.shard, num_shards=args.num_shards, max_batch_seconds=args.max_batch_seconds,
                        max_batch_size=args.max_batch_size, flush_every=args.flush_every,
                        flush_seconds=args.flush_seconds, device=args.device,
                        replacements=dict(args.replacement),
                        verify=args.verify, progress=not args.no_progress, merge=not args.no_merge,
-                       savedir=args.savedir, revision=args.revision, offline=args.offline,
-                       trust_remote_code=args.trust_remote_code)
+                       from_hparams_options=from_hparams_options(args))
     result = run_job(config)
     if result.merged is not None:
         print(_describe(result.merged), flush=True)

@@ -11,12 +11,14 @@ extra (``pip install speechkit[serve]``). See docs/serve.md.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import ipaddress
 import logging
 import pathlib
 import signal
 import sys
 
+from speechkit.commands.model_source import add_model_source_arguments, from_hparams_options, model_source
 from speechkit.errors import RunOptionsError
 
 MIN_TOKEN_CHARS = 16
@@ -41,6 +43,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("models", nargs="+", metavar="MODEL",
                         help="Model folder (local path, Hub repo id or http(s) URL), served under its "
                              "folder's name, or NAME=SOURCE to choose the name.")
+    # one --savedir cannot hold several models: a remote model lands in the cache (--cache-dir)
+    add_model_source_arguments(parser, model=None, savedir=None)
     parser.add_argument("--host", default="127.0.0.1", help="Address to bind (default: 127.0.0.1; any "
                         "non-loopback address requires --token-file).")
     parser.add_argument("--port", type=int, default=8000, help="Port (default: 8000; 0 picks a free one).")
@@ -53,10 +57,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="A host name requests may address this server by (repeatable), besides its "
                              "bound address (and localhost on a loopback address): e.g. the name a reverse "
                              "proxy forwards.")
-    parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N (default: cpu).")
-    parser.add_argument("--backend", choices=["torch", "onnx", "torchscript"], default="torch",
-                        help="Run the modules (torch), or the graphs of folders written by speechkit export "
-                             "--format onnx|torchscript (docs/deploy.md).")
     parser.add_argument("--threads", type=int, default=None, help="Torch threads (default: torch's choice).")
     parser.add_argument("--max-request-mb", type=float, default=20.0, help="Largest request body in MB.")
     parser.add_argument("--max-audio-seconds", type=float, default=60.0,
@@ -102,11 +102,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "re-decode; redecoding: every stream re-decodes all its audio per partial.")
     parser.add_argument("--shutdown-timeout-s", type=int, default=30,
                         help="On SIGTERM, how long requests in flight may take to finish.")
-    parser.add_argument("--offline", action="store_true", help="Serve remote models from the cache only.")
-    parser.add_argument("--trust-remote-code", action="store_true",
-                        help="Let a remote hyperparams.yaml build objects outside the allowlist.")
-    parser.add_argument("--allow", action="append", default=[], metavar="NAME",
-                        help="An exact dotted name a remote hyperparams.yaml may build (repeatable).")
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
 
 
@@ -176,8 +171,8 @@ def run(args: argparse.Namespace) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     specs = [parse_model_spec(text) for text in args.models]
-    models = load_models(specs, device=args.device, backend=args.backend, allow_network=not args.offline,
-                         trust_remote_code=args.trust_remote_code, allow=args.allow)
+    specs = [dataclasses.replace(spec, source=model_source(args, spec.source)) for spec in specs]
+    models = load_models(specs, device=args.device, **from_hparams_options(args))
     app = create_app(models, limits, token=token, allowed_origins=args.allow_origin,
                      allowed_hosts=args.allow_host, stream_recognizer=args.stream_recognizer)
     config = uvicorn.Config(app, host=args.host, port=args.port, log_config=None, access_log=False,

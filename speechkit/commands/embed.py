@@ -20,12 +20,12 @@ from __future__ import annotations
 import argparse
 
 from speechkit.argtypes import name_value
+from speechkit.commands.model_source import add_model_source_arguments, from_hparams_options, model_source
 from speechkit.terminal import Progress, add_progress_flags
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("source", help="Speaker or vocoder model folder: local path, Hub repo id or http(s) "
-                        "URL.")
+    add_model_source_arguments(parser)
     parser.add_argument("manifest", help="Manifest (JSON, JSON Lines or CSV) of the input audio.")
     parser.add_argument("--output", "-o", required=True, help="Folder for the .npy arrays and manifest.json.")
     parser.add_argument("--interpolate", nargs=2, action="append", default=[], metavar=("FIRST", "SECOND"),
@@ -37,11 +37,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--audio-field", default="wav", help="Manifest field of the input audio.")
     parser.add_argument("--replacement", action="append", default=[], type=name_value, metavar="NAME=VALUE",
                         help="Replace $NAME in the manifest's paths (e.g. data_root=data/corpus).")
-    parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N (default: cpu).")
-    parser.add_argument("--refresh", action="store_true",
-                        help="Download the model's files anew instead of revalidating the cached copies.")
-    parser.add_argument("--trust-remote-code", action="store_true",
-                        help="Let a remote hyperparams.yaml build objects outside the allowlist.")
     add_progress_flags(parser)
 
 
@@ -60,8 +55,8 @@ def run(args: argparse.Namespace) -> int:
         if unknown:
             raise ManifestError(f"{args.manifest}: no item(s) {', '.join(unknown)}")
         rows = {i: rows[i] for i in sorted(wanted)}
-    model = Pretrained.from_hparams(args.source, run_opts={"device": args.device},
-                                    trust_remote_code=args.trust_remote_code, force_download=args.refresh)
+    model = Pretrained.from_hparams(model_source(args), run_opts={"device": args.device},
+                                    **from_hparams_options(args))
     if isinstance(model, SpeakerRecognition):
         if args.interpolate:
             raise ManifestError("--interpolate blends vocoder mels; a speaker model's embeddings are not "
