@@ -4,26 +4,22 @@ remote YAML may build, and where and how it runs. One definition, so that ``tran
 help and defaults (``fetch`` takes the fetching ones), and one function, :func:`from_hparams_options`, turns
 them into the keyword arguments of :meth:`speechkit.pretrained.Pretrained.from_hparams`.
 
-=============================== =============================================================================
-flag                            ``Pretrained.from_hparams`` argument
-=============================== =============================================================================
-the model (``MODEL`` or         ``source`` (:func:`model_source`; a ``FetchSource`` with ``--kind``)
-``--model``)
-``--kind``                      the kind of ``source``
-``--savedir``                   ``savedir``
-``--revision``                  ``revision``
-``--offline``                   ``allow_network=False``
-``--refresh``                   ``force_download``
-``--cache-dir``                 ``cache_dir``
-``--max-yaml-bytes``,           ``limits`` (:func:`limits_from`)
-``--max-file-bytes``,
-``--stall-timeout``,
-``--download-timeout``
-``--trust-remote-code``         ``trust_remote_code``
-``--allow``                     ``allow``
-``--backend``                   ``backend``
-``--device``                    ``run_opts={"device": ...}`` (the command's, or the local rank's GPU)
-=============================== =============================================================================
+========================================= ===================================================================
+flag                                      ``Pretrained.from_hparams`` argument
+========================================= ===================================================================
+the model (``MODEL``, ``--model MODEL``)  ``source`` (:func:`model_source`: a ``FetchSource`` with ``--kind``)
+``--kind``                                the kind of ``source``
+``--savedir``                             ``savedir``
+``--revision``                            ``revision``
+``--offline``                             ``allow_network=False``
+``--refresh``                             ``force_download``
+``--cache-dir``                           ``cache_dir``
+``--max-*-bytes``, ``--*-timeout``        ``limits`` (:func:`limits_from`)
+``--trust-remote-code``                   ``trust_remote_code``
+``--allow``                               ``allow``
+``--backend``                             ``backend``
+``--device``                              ``run_opts={"device": ...}`` (default per command)
+========================================= ===================================================================
 
 Example::
 
