@@ -1,8 +1,8 @@
-"""Checkpoint averaging: the N best by a key, floating tensors averaged, the CLI and Brain's run option."""
+"""Checkpoint averaging: the N best by a key, floating tensors averaged, an averaged checkpoint loaded by
+evaluation, and Brain's run option (the command alone: tests/unit/commands/test_average_checkpoints.py)."""
 from __future__ import annotations
 
 import dataclasses
-import json
 
 import pytest
 import torch
@@ -43,19 +43,6 @@ def test_best_checkpoints_by_key_and_their_average(tmp_path):
         average_state_dicts([{"a": torch.zeros(1)}, {"b": torch.zeros(1)}])
 
 
-def test_cli_writes_averaged_weights_and_their_sources(tmp_path, capsys):
-    save_three(tmp_path / "save")
-    out = tmp_path / "avg"
-    assert speechkit_main(["average-checkpoints", str(tmp_path / "save"), "--num", "3", "--min-key", "WER",
-                           "--output", str(out)]) == 0
-    weights = torch.load(out / "model.ckpt", weights_only=True)
-    assert torch.equal(weights["0.bias"], torch.full((2,), 2.0))
-    record = json.loads((out / "averaged.json").read_text())
-    assert record["modules"] == ["model"] and len(record["checkpoints"]) == 3  # the counter is no weights
-    assert speechkit_main(["average-checkpoints", str(tmp_path / "none"), "--output", str(out)]) == 1
-    assert "no checkpoint" in capsys.readouterr().err
-
-
 class Identity(Brain):
     def compute_forward(self, batch, stage):
         return self.modules.model(batch[0])
@@ -72,17 +59,6 @@ def test_evaluate_uses_the_average_of_the_best_checkpoints(tmp_path):
     brain.evaluate(data, min_key="WER", test_loader_kwargs={"batch_size": 2,
                                                             "collate_fn": torch.utils.data.default_collate})
     assert torch.equal(model[0].weight, torch.full((2, 2), 2.5))  # WER 10 (2.0) and 20 (3.0)
-
-
-def test_cli_refuses_fewer_checkpoints_than_asked(tmp_path, capsys):
-    model = torch.nn.Linear(2, 2)
-    Checkpointer(tmp_path / "save", {"model": model}).save_checkpoint(meta={"WER": 5.0})
-    out = tmp_path / "avg"
-    assert speechkit_main(["average-checkpoints", str(tmp_path / "save"), "--num", "2", "--min-key", "WER",
-                           "--output", str(out)]) == 1
-    err = capsys.readouterr().err
-    assert "holds 1 checkpoint(s) with the key 'WER', not the 2 asked for (--num 2)" in err
-    assert "ckpt_keep" in err and not out.exists()
 
 
 def test_an_averaged_checkpoint_is_a_checkpoint_that_evaluation_loads(tmp_path, capsys):

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import os
 import random
 import shutil
 
@@ -180,27 +179,6 @@ def test_mixtures_of_the_corpus_never_pair_two_warps_of_one_person(tmp_path, cap
     assert json.loads((folder / "test.json").read_text()) == manifest
 
 
-@needs_engines
-def test_command_line_builds_a_corpus(tmp_path, capsys):
-    from speechkit.cli import main
-
-    code = main(["corpus", str(tmp_path / "cli"), "--num-train", "2", "--num-valid", "0", "--num-test", "1",
-                 "--voices", "kal,kal-hi,ked", "--test-voices", "kal-hi", "--valid-voices", "",
-                 "--num-sentences", "10", "--num-workers", "1"])
-    assert code == 0 and "3 utterances" in capsys.readouterr().out
-    assert len(json.loads((tmp_path / "cli" / "train.json").read_text())) == 2
-    code = main(["corpus", str(tmp_path / "bad"), "--test-voices", "nobody"])
-    assert code == 1 and "unknown corpus voice 'nobody'" in capsys.readouterr().err
-
-
-def test_tools_wrapper_reports_errors_without_a_traceback(tmp_path, capsys):
-    from tests.helpers.scripts import load_script
-
-    module = load_script(os.path.join(os.path.dirname(__file__), "..", "..", "..", "tools", "make_corpus.py"))
-    assert module.main([str(tmp_path / "x"), "--voices", "rms,nobody"]) == 1
-    assert "unknown corpus voice 'nobody'" in capsys.readouterr().err
-
-
 def test_a_held_out_engine_speaks_only_its_own_test_split():
     base = {"num_train": 30, "num_valid": 6, "num_test": 6, "seed": 3, "num_sentences": 60}
     plain = make_plan(CorpusConfig("c", **base))
@@ -226,16 +204,3 @@ def test_a_held_out_engine_that_leaves_a_split_without_voices_is_refused():
     with pytest.raises(DataError, match="test split asks .* no voice without the held-out engine 'flite'"):
         split_voices(CorpusConfig("c", held_out_engine="flite"))
     assert split_voices(CorpusConfig("c", held_out_engine="flite", test_voices=["ked"], valid_voices=[]))
-
-
-@pytest.mark.skipif(shutil.which("espeak-ng") is None or not ENGINES_PRESENT, reason="needs every engine")
-def test_command_line_writes_the_held_out_engine_manifest(tmp_path, capsys):
-    from speechkit.cli import main
-
-    code = main(["corpus", str(tmp_path / "c"), "--num-train", "2", "--num-valid", "0", "--num-test", "1",
-                 "--voices", "kal,ked", "--test-voices", "kal", "--valid-voices", "", "--num-sentences", "10",
-                 "--held-out-engine", "espeak", "--num-workers", "1"])
-    assert code == 0, capsys.readouterr()
-    unheard = json.loads((tmp_path / "c" / "test_engine.json").read_text())
-    assert len(unheard) == 1 and next(iter(unheard.values()))["voice"].startswith("espeak-")
-    assert json.loads((tmp_path / "c" / "corpus.json").read_text())["utterances"]["test_engine"] == 1

@@ -143,20 +143,3 @@ def test_an_unreadable_recording_is_named_and_no_corpus_is_left_complete(tmp_pat
     with pytest.raises(DataError, match=r"a2\.wav: unreadable audio"):
         build_corpus(config, log=lambda message: None)
     assert not (tmp_path / "corpus" / "corpus.json").exists()
-
-
-@needs_flite
-def test_the_command_line_mixes_recordings_with_synthetic_voices(tmp_path, capsys):
-    from speechkit.cli import main
-
-    source = speaker_folder(tmp_path / "rec")
-    code = main(["corpus", str(tmp_path / "c"), "--num-train", "2", "--num-valid", "0", "--num-test", "1",
-                 "--voices", "kal,rms", "--test-voices", "kal,recorded-ben", "--valid-voices", "",
-                 "--num-sentences", "10", "--recordings", str(source), "--num-workers", "1", "--no-progress"])
-    assert code == 0, capsys.readouterr()
-    train = json.loads((tmp_path / "c" / "train.json").read_text())
-    test = json.loads((tmp_path / "c" / "test.json").read_text())
-    assert sorted(row["voice"] for row in train.values()) == ["recorded-anna", "recorded-anna", "rms", "rms"]
-    assert sorted(row["voice"] for row in test.values()) == ["kal", "recorded-ben", "recorded-ben"]
-    assert set(json.loads((tmp_path / "c" / "corpus.json").read_text())["voices"]["test"]) == {
-        "kal", "recorded-ben"}

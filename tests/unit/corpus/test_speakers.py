@@ -2,8 +2,6 @@
 default split holds out whole persons."""
 from __future__ import annotations
 
-import shutil
-
 import pytest
 
 from speechkit.corpus.generator import CorpusConfig, split_voices
@@ -46,24 +44,3 @@ def test_speaker_rows_and_disjoint_check():
         speaker_rows({"x": {"wav": "x.flac"}})
     imported = speaker_rows({"v": {"wav": "v.wav", "speaker": "id10001"}})  # speechkit data import voxceleb
     assert imported["v"]["spk"] == imported["v"]["person"] == "id10001"
-
-
-@pytest.mark.skipif(shutil.which("flite") is None, reason="flite is not installed")
-def test_command_line_writes_conversations_of_the_test_speakers(tmp_path, capsys):
-    import json
-
-    from speechkit.cli import main
-    from speechkit.data.rttm import read_rttm
-
-    folder = tmp_path / "corpus"
-    arguments = ["corpus", str(folder), "--num-train", "1", "--num-valid", "0", "--num-test", "6", "--voices",
-                 "kal,kal-lo,rms", "--test-voices", "kal,kal-lo", "--valid-voices", "",
-                 "--num-sentences", "10", "--num-workers", "1", "--no-progress"]
-    assert main(arguments + ["--conversations", "2", "--conversation-speakers", "2", "2"]) == 0
-    manifest = json.loads((folder / "conversations" / "conversations.json").read_text())
-    reference = read_rttm(str(folder / "conversations" / "all.rttm"))
-    assert sorted(manifest) == sorted(reference) == ["conversation-0000", "conversation-0001"]
-    assert all({s for _, _, s in turns} == {"kal", "kal-lo"} for turns in reference.values())
-    # A folder holding a corpus is used as it is (its settings need not be repeated).
-    assert main(["corpus", str(folder), "--conversations", "1", "--conversation-speakers", "2", "2",
-                 "--no-progress"]) == 0

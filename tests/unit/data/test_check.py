@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 import soundfile
 
-from speechkit.cli import main as speechkit_main
 from speechkit.data.check import CheckOptions, check_before_training, check_manifests
 from speechkit.errors import DataError
 from tests.unit.data.importers.layouts import tone
@@ -114,22 +113,6 @@ def test_text_empty_alphabet_and_misaligned(tmp_path):
     assert "1 character(s)" not in report.format_table() and "'é' x1" in report.format_table()
 
 
-def test_command_exit_code_table_and_json(clean, tmp_path, capsys):
-    assert speechkit_main(["data", "check", *clean.values(), "--sample-rate", "16000", "--no-progress"]) == 0
-    assert "0 error(s)" in capsys.readouterr().out
-    (tmp_path / "bad").mkdir()
-    rows = json.loads(Path(clean["test"]).read_text())
-    rows["u7"]["text"] = ""
-    bad = write(tmp_path / "bad", {"test": rows})
-    assert speechkit_main(["data", "check", bad["test"], "--json"]) == 1
-    report = json.loads(capsys.readouterr().out)
-    assert report["errors"] == 1 and report["findings"][0]["check"] == "empty transcript"
-    assert speechkit_main(["data", "check", bad["test"]]) == 1
-    table = capsys.readouterr().out
-    assert "error  empty transcript  test   1      u7: the text is empty" in table
-    assert table.rstrip().endswith("1 error(s), 0 warning(s): see docs/data.md#the-check-report")
-
-
 def test_placeholders_default_to_the_manifest_folder(tmp_path):
     tone(tmp_path / "audio" / "u.wav", 1.0, 16000)
     rows = {"u": {"wav": "$data_root/audio/u.wav", "duration": 1.0, "text": "hi", "speaker": "a"}}
@@ -146,21 +129,3 @@ def test_before_training_caches_clean_reports_and_refuses_errors(clean, tmp_path
     with pytest.raises(DataError, match=r"error: unreadable \[train\] 1 item\(s\): u0: wav .*u0.wav"):
         check_before_training(clean, str(cache), CheckOptions(sample_rate=8000))
     assert (cache / "data_check-errors.json").is_file()
-
-
-def test_tokenizer_alphabet_from_a_sentencepiece_model(tmp_path, clean, capsys):
-    from speechkit.commands.data_check import tokenizer_alphabet
-    from speechkit.tokenizers import SentencePieceTokenizer
-
-    tokenizer = SentencePieceTokenizer.train(["word word", "ward"] * 20, tmp_path / "tok", vocab_size=8,
-                                             model_type="char", model_name="chars")
-    model = str(tmp_path / "tok" / "chars.model")
-    assert tokenizer_alphabet(model) == frozenset("word a")  # the word-start mark is a space
-    assert tokenizer.vocab_size == 7  # unk and the characters w o r d a and the word start
-    rows = json.loads(Path(clean["train"]).read_text())
-    rows["u0"]["text"] = "wordy"
-    path = tmp_path / "train-y.json"
-    path.write_text(json.dumps(rows))
-    assert speechkit_main(["data", "check", str(path), "--tokenizer", model, "--json"]) == 1
-    found = json.loads(capsys.readouterr().out)["findings"]
-    assert [(f["check"], f["id"], f["detail"]) for f in found] == [("outside alphabet", "u0", "'y' x1")]

@@ -1,12 +1,9 @@
 """fairseq TSV manifests: the exact layout written, reading with .wrd/.ltr labels, and every bad line."""
 from __future__ import annotations
 
-import json
-
 import pytest
 import torch
 
-from speechkit import cli
 from speechkit.data import audio
 from speechkit.data.dataset import DynamicItemDataset
 from speechkit.data.fairseq_manifest import (
@@ -27,26 +24,6 @@ def tree(tmp_path):
     for relative, samples in sizes.items():
         audio.write(root / relative, torch.zeros(samples), 16000)
     return root, sizes
-
-
-def test_command_writes_the_fairseq_layout(tree, tmp_path, capsys):
-    root, sizes = tree
-    dest = tmp_path / "manifests"
-    code = cli.main(["manifest", str(root), "--ext", "flac", "--dest", str(dest), "--valid-percent", "0.34",
-                     "--format", "tsv", "--seed", "3"])
-    assert code == 0, capsys.readouterr()
-    lines = {}
-    for name in ("train", "valid"):
-        text = (dest / f"{name}.tsv").read_text()
-        assert text.endswith("\n")
-        first, *rows = text.splitlines()
-        assert first == str(root)  # the root folder alone on the first line, no tab
-        lines[name] = [row.split("\t") for row in rows]
-    written = {relative: int(count) for rows in lines.values() for relative, count in rows}
-    assert written == sizes  # relative paths, exact sample counts, every file once
-    assert len(lines["valid"]) == 1 and len(lines["train"]) == 2
-    assert cli.main(["manifest", str(root), "--dest", str(dest), "--format", "tsv",
-                     "--placeholder", "data_root"]) == 2
 
 
 def test_reading_with_labels_through_load_manifest_and_dataset(tree, tmp_path):
@@ -76,60 +53,6 @@ def test_write_labels_matches_the_letter_format(tmp_path):
     write_fairseq_manifest("/data", [("b.flac", 10)], tmp_path / "x.tsv")
     with pytest.raises(ManifestError, match="'b' has no 'text'"):
         write_labels({"b": {}}, tmp_path / "x.tsv")
-
-
-@pytest.fixture
-def shuffled_corpus(tmp_path):
-    """24 files whose path order differs from the order of their labels manifest, as in a real corpus: a
-    JSON manifest listing them by id while the fairseq manifest lists them by path."""
-    root = tmp_path / "corpus"
-    rows = {}
-    for index in range(24):
-        speaker = f"s{index % 3}"
-        utt_id = f"{speaker}-{(index * 7) % 24:02d}"
-        path = root / speaker / f"{utt_id}.flac"
-        audio.write(path, torch.zeros(160 + index), 16000)
-        rows[utt_id] = {"wav": "$data_root/" + path.relative_to(root).as_posix(), "duration": 0.01,
-                        "text": f"WORD{index} OF {utt_id.upper()}"}
-    rows = dict(sorted(rows.items(), key=lambda item: item[1]["text"]))  # neither path nor id order
-    labels = tmp_path / "corpus.json"
-    labels.write_text(json.dumps(rows))
-    return root, rows, labels
-
-
-def test_labels_follow_the_manifest_rows_not_the_label_rows(shuffled_corpus, tmp_path, capsys):
-    root, rows, labels = shuffled_corpus
-    dest = tmp_path / "m"
-    assert cli.main(["manifest", str(root), "--dest", str(dest), "--format", "tsv", "--valid-percent", "0",
-                     "--labels", str(labels), "--replacement", f"data_root={root}"]) == 0, capsys.readouterr()
-    loaded = load_fairseq_manifest(dest / "train.tsv")
-    assert len(loaded) == 24
-    for data_id, row in loaded.items():  # every transcript is its own utterance's
-        assert row["wrd"] == rows[data_id]["text"], data_id
-        assert row["ltr"].replace(" ", "").replace("|", " ").strip() == rows[data_id]["text"]
-    # The Python API with the ids of the rows (no usable path: the placeholder is not replaced) does the same.
-    write_labels(json.loads(labels.read_text()), dest / "train.tsv")
-    assert load_fairseq_manifest(dest / "train.tsv") == loaded
-
-
-def test_labels_of_a_reordered_or_unknown_manifest_are_refused(shuffled_corpus, tmp_path, capsys):
-    root, rows, labels = shuffled_corpus
-    manifest = tmp_path / "train.tsv"
-    entries = sorted((p.relative_to(root).as_posix(), 160) for p in root.rglob("*.flac"))
-    write_fairseq_manifest(root, entries, manifest)
-    write_labels(load_manifest(labels, {"data_root": str(root)}), manifest)
-    write_fairseq_manifest(root, entries[::-1], manifest)  # the manifest is written again, in another order
-    with pytest.raises(ManifestError, match=r"train.wrd, line 1: written for 's0/s0-00.flac', but line 2 of "
-                                            r".*train.tsv lists 's2/s2-23.flac'"):
-        load_fairseq_manifest(manifest)
-    write_fairseq_manifest(root, entries + [("s9/extra.flac", 160)], manifest)
-    (root / "s9").mkdir()
-    audio.write(root / "s9" / "extra.flac", torch.zeros(160), 16000)
-    with pytest.raises(ManifestError, match=r"train.tsv, line 26: no row has the audio .*extra.flac or the "
-                                            r"id 'extra'"):
-        write_labels(rows, manifest)
-    assert cli.main(["manifest", str(root), "--dest", str(tmp_path / "j"), "--labels", str(labels)]) == 2
-    assert "for --format tsv only" in capsys.readouterr().err
 
 
 def test_ids_must_be_unique(tmp_path):

@@ -1,4 +1,4 @@
-"""LibriSpeech-layout preparation: manifests, placeholders, errors naming the file and line, the command."""
+"""LibriSpeech-layout preparation: manifests, placeholders, errors naming the file and line."""
 from __future__ import annotations
 
 import json
@@ -6,7 +6,6 @@ import json
 import pytest
 import torch
 
-from speechkit import cli
 from speechkit.data import audio
 from speechkit.data.dataset import DynamicItemDataset
 from speechkit.data.librispeech import find_splits, prepare_librispeech, read_split
@@ -89,17 +88,6 @@ def test_layout_errors_name_the_file_and_line(tmp_path):
         prepare_librispeech(str(root), str(tmp_path / "out"), ["train-other-5"])
     with pytest.raises(ManifestError, match="not found"):
         prepare_librispeech(str(tmp_path / "nowhere"), str(tmp_path / "out"))
-
-
-def test_command_line(tmp_path, capsys):
-    root = make_librispeech(tmp_path / "LibriSpeech")
-    code = cli.main(["prepare-librispeech", str(root), "--dest", str(tmp_path / "m"), "--splits", "dev-clean",
-                     "--placeholder", "data_root", "--workers", "1"])
-    assert code == 0
-    assert "dev-clean" in capsys.readouterr().out
-    assert json.loads((tmp_path / "m" / "dev-clean.json").read_text())["174-50561-0005"]["spk"] == "174"
-    assert cli.main(["prepare-librispeech", str(tmp_path / "nowhere"), "--dest", str(tmp_path / "m")]) == 1
-    assert "not found" in capsys.readouterr().err
 
 
 def test_prepare_also_writes_the_names_the_templates_read(tmp_path):

@@ -250,29 +250,6 @@ def test_split_is_seeded_disjoint_and_keeps_groups_together():
         split_manifest(data, 5)
 
 
-def test_manifest_command_writes_train_and_valid(tmp_path, capsys):
-    from speechkit import cli
-
-    root = tmp_path / "tree"
-    make_tree(root, 30)
-    dest = tmp_path / "out"
-    code = cli.main(["manifest", str(root), "--ext", "flac", "--dest", str(dest), "--valid-percent", "0.2",
-                     "--seed", "1", "--workers", "1", "--placeholder", "data_root", "--group-depth", "1"])
-    assert code == 0
-    assert "train.json: " in capsys.readouterr().out
-    train = load_json_manifest(dest / "train.json", replacements={"data_root": str(root)})
-    valid = load_json_manifest(dest / "valid.json", replacements={"data_root": str(root)})
-    assert len(train) + len(valid) == 30 and len(valid) == 10  # one speaker folder of 10 files
-    assert {k.split("-")[0] for k in train}.isdisjoint({k.split("-")[0] for k in valid})
-    again = tmp_path / "again"
-    cli.main(["manifest", str(root), "--dest", str(again), "--valid-percent", "0.2", "--seed", "1",
-              "--workers", "1", "--placeholder", "data_root", "--group-depth", "1", "--format", "csv"])
-    assert load_csv_manifest(again / "valid.csv", replacements={"data_root": str(root)}) == valid
-    assert cli.main(["manifest", str(root), "--ext", "ogg", "--dest", str(dest)]) == 1
-    assert cli.main(["manifest", str(tmp_path / "nowhere"), "--dest", str(dest)]) == 1
-    assert "not a directory" in capsys.readouterr().err
-
-
 @pytest.mark.parametrize("rows, line", [
     ('a,{ok},"hello\nb,{ok},world\n', 2),  # the quote runs to the end of the file
     ('z,{ok},fine\na,{ok},"hello\nb,{ok},"world"\nc,{ok},x\n', 3),  # closed inside a later row

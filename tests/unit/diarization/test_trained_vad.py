@@ -106,36 +106,3 @@ def test_the_diarizer_uses_the_detector_it_is_given(tmp_path):
     turns = Diarizer(model, vad=fixed).diarize(wave, num_speakers=1)
     assert asked == [(wave.shape[0], RATE)]
     assert turns[0][0] == 1.0 and turns[-1][1] == 2.0
-
-
-@pytest.mark.slow  # a speaker model and two diarizations through the command (about 10 s)
-def test_speechkit_diarize_takes_a_trained_detector(tmp_path, capsys):
-    """``--vad WEIGHTS``: the turns written lie inside the speech that detector finds; a missing or foreign
-    weight file is named."""
-    import soundfile
-
-    from speechkit.cli import main
-    from speechkit.data.rttm import read_rttm
-    from tests.helpers import job_models
-
-    folder = job_models.write_speaker_model(tmp_path / "spk")
-    torch.manual_seed(3)
-    vad = TrainedVAD(FrameVAD())  # random weights: speech somewhere else than the energy detector finds it
-    wave = bursts(4, seconds=4.0)[0]
-    with torch.no_grad():  # centre its logits on this recording, so that about half of it is "speech"
-        logits = torch.logit(torch.from_numpy(vad.probabilities(torch.from_numpy(wave))).double())
-        vad.model.output.bias -= float(logits.median())
-    vad.save(tmp_path / "vad.safetensors")
-    soundfile.write(tmp_path / "talk.wav", wave, RATE)
-    speech = vad(torch.from_numpy(wave), RATE)
-    assert speech and speech != energy_vad(torch.from_numpy(wave), RATE)
-    assert main(["diarize", str(tmp_path / "talk.wav"), "--model", str(folder), "--rttm",
-                 str(tmp_path / "out.rttm"), "--vad", str(tmp_path / "vad.safetensors")]) == 0
-    turns = read_rttm(str(tmp_path / "out.rttm"))["talk"]
-    inside = [any(s - 1e-3 <= start and end <= e + 1e-3 for s, e in speech) for start, end, _ in turns]
-    assert turns and all(inside)
-    for bad, words in (("missing.safetensors", "no weight file"), ("spk/embedding_model.safetensors",
-                                                                    "holds no FrameVAD weights")):
-        assert main(["diarize", str(tmp_path / "talk.wav"), "--model", str(folder), "--rttm",
-                     str(tmp_path / "x.rttm"), "--vad", str(tmp_path / bad)]) != 0
-        assert words in capsys.readouterr().err and not (tmp_path / "x.rttm").exists()

@@ -177,28 +177,6 @@ def test_an_input_without_samples_is_refused_naming_the_item(files, tmp_path, ca
     assert "empty.wav holds no samples: there is nothing to separate" in capsys.readouterr().err
 
 
-def test_separate_command_keeps_files_of_one_name_apart(files, tmp_path, capsys):
-    rows = json.loads(files["manifest"].read_text())
-    inputs = []
-    for folder, item_id in (("d1", "utt0001"), ("d2", "utt0002")):
-        (tmp_path / folder).mkdir()
-        wav, rate = soundfile.read(rows[item_id]["wav"], dtype="float32")
-        soundfile.write(tmp_path / folder / "mix.wav", wav, rate)
-        inputs.append(str(tmp_path / folder / "mix.wav"))
-    out = tmp_path / "sep"
-    assert speechkit_main(["separate", str(files["separator"]), *inputs, "--out", str(out)]) == 0
-    written = sorted(p.relative_to(out).as_posix() for p in out.rglob("*.wav"))
-    assert written == ["d1/mix_s1.wav", "d1/mix_s2.wav", "d2/mix_s1.wav", "d2/mix_s2.wav"]
-    model = SeparationModel.from_hparams(str(files["separator"]))
-    for folder, path in zip(("d1", "d2"), inputs):
-        expected = model.separate_file(path)
-        got, _ = soundfile.read(out / folder / "mix_s1.wav", dtype="float32")
-        assert np.abs(got - expected[0].numpy() * min(1.0, 0.99 / float(expected.abs().max()))).max() < 1e-4
-    capsys.readouterr()
-    assert speechkit_main(["separate", str(files["separator"]), inputs[0], inputs[0], "--out", str(out)]) == 1
-    assert "would both be written as mix_s1.wav" in capsys.readouterr().err
-
-
 def test_separate_finds_the_mixture_of_a_manifest_speechkit_mixtures_wrote(files, tmp_path):
     """`speechkit infer MODEL mixtures.json --task separate` reads `mix_wav` without --audio-field."""
     rows = json.loads(files["manifest"].read_text())

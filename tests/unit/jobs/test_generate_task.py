@@ -105,13 +105,3 @@ def test_a_row_without_the_mel_field_is_refused(files, tmp_path):
     result = run_job(_config(files, tmp_path / "out", manifest=manifest, task_options={"audio_field": "npy"}),
                      environ={})
     assert result.merged["items"] == len(rows)
-
-
-def test_the_infer_command_reads_the_mel_field_by_default(files, tmp_path):
-    from speechkit.cli import main as speechkit_main
-
-    out = tmp_path / "cli"
-    assert speechkit_main(["infer", str(files["model"]), str(files["manifest"]), "--output", str(out),
-                           "--task", "generate", "--no-progress"]) == 0
-    assert json.loads((out / "job.json").read_text())["task_options"]["audio_field"] == "mel"
-    assert len(json.loads((out / "outputs.json").read_text())) == 7

@@ -237,14 +237,3 @@ def test_a_preemption_signal_finishes_the_batch_flushes_and_returns_the_preempti
     assert signal.getsignal(getattr(signal, signal_name)) == handler  # put back
     result = run_job(config, environ={})  # the model signals again at its 3rd batch of the rerun
     assert (result.already_done, result.done_now, result.exit_code) == (6, 6, 75)
-
-
-def test_status_and_merge_of_a_folder_without_a_job(tmp_path, capsys):
-    from speechkit.cli import main
-
-    with pytest.raises(JobError, match=r"job\.json: no job record here; is this the --output folder"):
-        job_status(tmp_path)
-    assert main(["infer", "--merge", str(tmp_path)]) == 1
-    assert main(["infer", "models/asr"]) == 1
-    errors = capsys.readouterr().err
-    assert "no job record here" in errors and "give a model folder, a manifest and --output OUT" in errors

@@ -1,15 +1,12 @@
 """SpeakerRecognition: embeddings batch-invariant and equal to the modules', verify_files against its
-threshold, bad folders named; ``speechkit verify`` and ``speechkit embed`` with a speaker model."""
+threshold, bad folders named (the commands: tests/unit/commands/test_verify.py, test_embed.py)."""
 from __future__ import annotations
-
-import json
 
 import numpy as np
 import pytest
 import soundfile
 import torch
 
-from speechkit.cli import main as speechkit_main
 from speechkit.errors import HparamsError
 from speechkit.pretrained import Pretrained, SpeakerRecognition
 from tests.helpers.job_models import SPEAKER_HYPERPARAMS, write_speaker_model
@@ -66,29 +63,3 @@ def test_bad_folders_are_named(tmp_path, folder):
     (bad / "hyperparams.yaml").write_text(without)
     with pytest.raises(HparamsError, match="'compute_features'"):
         Pretrained.from_hparams(str(bad))
-
-
-def test_verify_command(folder, audio, capsys):
-    assert speechkit_main(["verify", str(audio[0]), str(audio[0]), "--model", str(folder)]) == 0
-    assert "same speaker" in capsys.readouterr().out
-    assert speechkit_main(["verify", str(audio[0]), str(audio[1]), "--model", str(folder),
-                           "--threshold", "1.0"]) == 0
-    assert "different speakers" in capsys.readouterr().out
-    assert speechkit_main(["verify", str(audio[0]), "missing.wav", "--model", str(folder)]) == 1
-    assert "missing.wav" in capsys.readouterr().err
-
-
-def test_embed_command_writes_speaker_embeddings(folder, audio, tmp_path, capsys):
-    manifest = tmp_path / "data.json"
-    manifest.write_text(json.dumps({f"u{i}": {"wav": str(p), "spk": "s", "duration": 1.0}
-                                    for i, p in enumerate(audio)}))
-    assert speechkit_main(["embed", str(folder), str(manifest), "--output", str(tmp_path / "emb"),
-                           "--batch-size", "2", "--no-progress"]) == 0
-    written = json.loads((tmp_path / "emb" / "manifest.json").read_text())
-    model = SpeakerRecognition.from_hparams(str(folder))
-    for i, path in enumerate(audio):
-        vector = np.load(written[f"u{i}"]["embedding"])
-        assert vector.shape == (12,) and written[f"u{i}"]["spk"] == "s"
-        np.testing.assert_allclose(vector, model.embed_file(path).numpy(), atol=1e-5)
-    assert speechkit_main(["embed", str(folder), str(manifest), "--output", str(tmp_path / "x"),
-                           "--interpolate", "u0", "u1"]) == 1

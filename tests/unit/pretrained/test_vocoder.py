@@ -3,14 +3,12 @@ from __future__ import annotations
 
 import json
 
-import numpy as np
 import pytest
 import torch
 
-from speechkit.cli import main as speechkit_main
-from speechkit.errors import HparamsError, ManifestError
+from speechkit.errors import HparamsError
 from speechkit.pretrained import Pretrained, Vocoder
-from speechkit.pretrained.mel_embeddings import file_stem, interpolate_mels, stretch, write_embeddings
+from speechkit.pretrained.mel_embeddings import file_stem, interpolate_mels, stretch
 from speechkit.pretrained.safety.allowlist import default_allowlist
 from tests.helpers.batch_invariance import assert_batch_invariant
 from tests.helpers.job_models import VOCODER_HYPERPARAMS, write_manifest, write_vocoder_model
@@ -70,39 +68,3 @@ def test_interpolation_ends_are_the_inputs_and_lengths_blend():
     with pytest.raises(ValueError, match="alpha"):
         interpolate_mels(first, second, 1.5)
     assert file_stem("a/b") != "a/b" and "/" not in file_stem("a/b") and file_stem("utt1") == "utt1"
-
-
-def test_embed_command_writes_mels_blends_and_a_job_manifest(files, tmp_path, capsys):
-    ids = sorted(json.loads(files["manifest"].read_text()))
-    out = tmp_path / "emb"
-    assert speechkit_main(["embed", str(files["model"]), str(files["manifest"]), "--output", str(out),
-                           "--interpolate", ids[0], ids[1], "--steps", "3"]) == 0
-    manifest = json.loads((out / "manifest.json").read_text())
-    assert sorted(manifest) == sorted(ids + [f"{ids[0]}~{ids[1]}~{k}" for k in range(3)])
-    vocoder = Vocoder.from_hparams(str(files["model"]))
-    rows = json.loads(files["manifest"].read_text())
-    for item in ids:
-        stored = np.load(manifest[item]["mel"])
-        assert np.array_equal(stored, vocoder.mel_of_file(rows[item]["wav"]).numpy())
-        assert manifest[item]["duration"] == pytest.approx(stored.shape[0] * 64 / 16000)
-    assert np.array_equal(np.load(manifest[f"{ids[0]}~{ids[1]}~0"]["mel"]), np.load(manifest[ids[0]]["mel"]))
-    capsys.readouterr()
-    assert speechkit_main(["embed", str(files["model"]), str(files["manifest"]), "--output", str(out),
-                           "--interpolate", ids[0], "nope"]) != 0
-    assert "not in the manifest: nope" in capsys.readouterr().err
-    assert json.loads((out / "manifest.json").read_text()) == manifest  # nothing written is lost
-    with pytest.raises(ManifestError, match="nope"):
-        write_embeddings(vocoder, rows, out, [(ids[0], "nope")])
-
-
-def test_a_blend_never_replaces_an_item_of_the_same_id(files, tmp_path, capsys):
-    rows = json.loads(files["manifest"].read_text())
-    first, second = sorted(rows)[:2]
-    rows[f"{first}~{second}~1"] = dict(rows[first])  # an item whose id is the second blend's
-    manifest = tmp_path / "m.json"
-    manifest.write_text(json.dumps(rows))
-    out = tmp_path / "emb"
-    assert speechkit_main(["embed", str(files["model"]), str(manifest), "--output", str(out),
-                           "--interpolate", first, second, "--steps", "3"]) == 1
-    assert f"the blend id '{first}~{second}~1' is already the manifest's item" in capsys.readouterr().err
-    assert not out.exists()  # refused before anything is written

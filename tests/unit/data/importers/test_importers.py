@@ -7,7 +7,6 @@ import os
 
 import pytest
 
-from speechkit.cli import main as speechkit_main
 from speechkit.data.importers import import_corpus
 from speechkit.data.importers.base import Utterance, split_by_speaker
 from speechkit.data.manifest import load_manifest
@@ -221,13 +220,3 @@ def test_unreadable_audio_and_unknown_layout(tmp_path):
         import_corpus("folder", str(source), str(tmp_path / "out"))
     with pytest.raises(ManifestError, match="unknown layout 'timit'"):
         import_corpus("timit", str(source), str(tmp_path / "out"))
-
-
-def test_command_line(tmp_path, capsys):
-    source = layouts.librispeech(tmp_path / "LibriSpeech")
-    dest = tmp_path / "out"
-    assert speechkit_main(["data", "import", "librispeech", str(source), "--dest", str(dest),
-                           "--no-progress"]) == 0
-    assert "train: 4 utterances" in capsys.readouterr().out
-    assert speechkit_main(["data", "import", "kaldi", str(source), "--dest", str(dest)]) == 1
-    assert "no wav.scp" in capsys.readouterr().err

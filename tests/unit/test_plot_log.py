@@ -27,15 +27,6 @@ def test_parse_train_log(tmp_path):
     assert set(curves) == {"train", "valid", "test"}  # per-update lines are not epoch curves
 
 
-def test_plot_log_writes_a_png(tmp_path):
-    pytest.importorskip("matplotlib")
-    path = tmp_path / "train_log.txt"
-    path.write_text(LOG)
-    assert speechkit_main(["plot-log", str(path)]) == 0
-    png = (tmp_path / "train_log.png").read_bytes()
-    assert png.startswith(b"\x89PNG") and len(png) > 5000
-
-
 def test_bad_lines_are_named(tmp_path, capsys):
     path = tmp_path / "train_log.txt"
     path.write_text(LOG + "Traceback (most recent call last)\n")
