@@ -57,6 +57,10 @@ class WhisperASR(torch.nn.Module):
         """Fetch and load a Whisper folder (arguments as :meth:`speechkit.pretrained.Pretrained.from_hparams`;
         a remote folder lands in ``<cache>/models/<source>`` unless ``savedir`` is given). ``backend="onnx"``
         runs the graphs :func:`speechkit.export.whisper.export_whisper_onnx` wrote into the folder."""
+        if backend not in ("torch", "onnx"):  # checked before anything is fetched
+            from speechkit.errors import RunOptionsError
+
+            raise RunOptionsError(f"backend {backend!r}: a Whisper folder runs with 'torch' or 'onnx'")
         fetch_source = resolve_source(source)
         if savedir is None and fetch_source.kind is not FetchFrom.LOCAL:
             savedir = default_cache_dir() / "models" / "".join(c if c.isalnum() or c in "._-" else "--"
@@ -80,8 +84,6 @@ class WhisperASR(torch.nn.Module):
             runtime = OnnxWhisper(paths[0].parent, folder.model.config)
             built.transcriber.encode_features = runtime.encode
             built.transcriber.decoder = runtime
-        elif backend != "torch":
-            raise ValueError(f"backend must be 'torch' or 'onnx', got {backend!r}")
         return built
 
     def load_audio(self, path) -> torch.Tensor:

@@ -11,7 +11,7 @@ The modules, each with one job:
 - :mod:`~speechkit.serve.request_log`: one id per request, in the answer and in the log line;
 - :mod:`~speechkit.serve.errors`: the error a request gets (an HTTP status and a message);
 - :mod:`~speechkit.serve.app`: the routes (FastAPI);
-- :mod:`~speechkit.serve.cli`: the command, run by uvicorn;
+- :mod:`~speechkit.commands.serve`: the command (``speechkit serve``), run by uvicorn;
 - ``static/``: the web page (plain HTML and JavaScript).
 
 The web framework is imported only here, so the rest of speechkit never needs the ``serve`` extra.

@@ -13,3 +13,11 @@ def test_chunk_ms_must_be_a_positive_number(value, tmp_path, capsys):
                         value])
     assert exit_info.value.code == 2
     assert "--chunk-ms" in capsys.readouterr().err
+
+
+def test_a_backend_a_whisper_folder_cannot_run_is_refused_before_fetching(tmp_path, capsys):
+    # --backend reaches the Whisper path too (it used to be dropped there, running torch silently).
+    code = speechkit_main(["transcribe", "--whisper", str(tmp_path / "whisper"), str(tmp_path / "a.wav"),
+                           "--backend", "torchscript"])
+    assert code == 1
+    assert "backend 'torchscript': a Whisper folder runs with 'torch' or 'onnx'" in capsys.readouterr().err
