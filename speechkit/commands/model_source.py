@@ -141,7 +141,8 @@ def limits_from(args: argparse.Namespace):
 def from_hparams_options(args: argparse.Namespace) -> dict:
     """The keyword arguments of :meth:`~speechkit.pretrained.Pretrained.from_hparams` the flags ask for: all
     but ``source`` (:func:`model_source`) and ``run_opts`` (the device, which a launched process may resolve
-    to its rank's GPU). A command without ``--savedir`` (``serve``) gets no ``savedir``.
+    to its rank's GPU). A command without ``--savedir`` (``serve``) gets no ``savedir``. All but ``backend``
+    are the settings :meth:`~speechkit.pretrained.sources.model_source.ModelSource.resolve` takes.
 
     Example:
         >>> parser = argparse.ArgumentParser()

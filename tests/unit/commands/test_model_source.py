@@ -18,7 +18,8 @@ import soundfile
 
 from speechkit.cli import COMMANDS, build_command_parser, main
 from speechkit.commands.model_source import SOURCE_KINDS, from_hparams_options
-from speechkit.pretrained.fetching import FetchFrom
+from speechkit.pretrained.sources.fetching import FetchFrom
+from speechkit.pretrained.sources.model_source import ModelSource
 from tests.helpers.job_models import write_manifest, write_model, write_separation_model, write_speaker_model
 from tests.helpers.processes import REPO, clean_env
 from tests.integration.pretrained.conftest import FileServer
@@ -72,6 +73,11 @@ def test_the_flags_map_onto_from_hparams():
     assert options == dict(savedir="s", revision="v2", allow_network=False, force_download=True,
                            cache_dir="c", trust_remote_code=True, allow=["x.Y", "z.W"], backend="onnx")
     assert (limits.max_yaml_bytes, limits.stall_timeout_s) == (7, 3.0)
+    # The same settings resolve into the one object from_hparams fetches through (all but the backend).
+    settings = {key: value for key, value in options.items() if key != "backend"}
+    resolved = ModelSource.resolve("org/m", limits=limits, **settings)
+    assert (resolved.revision, resolved.allow_network, resolved.force_download, resolved.allow,
+            str(resolved.savedir)) == ("v2", False, True, ("x.Y", "z.W"), "s")
     assert "savedir" not in from_hparams_options(build_command_parser("serve").parse_args(["m"]))
     assert set(from_hparams_options(build_command_parser("fetch").parse_args(["m", "--savedir", "s"]))) == {
         "savedir", "revision", "allow_network", "force_download", "cache_dir", "limits"}
