@@ -23,7 +23,7 @@ TRAIN_SCRIPT = textwrap.dedent("""
     import torch
     import speechkit
     from speechkit.checkpoints import Checkpointer, EpochCounter
-    from speechkit.schedulers import WarmupCosineScheduler
+    from speechkit.engine.schedulers import WarmupCosineScheduler
     from speechkit.stage import Stage
 
     logging.basicConfig(level=logging.INFO)

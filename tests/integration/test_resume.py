@@ -20,7 +20,7 @@ TRAIN_SCRIPT = textwrap.dedent("""
     import torch
     import speechkit
     from speechkit.checkpoints import Checkpointer, EpochCounter
-    from speechkit.schedulers import WarmupCosineScheduler
+    from speechkit.engine.schedulers import WarmupCosineScheduler
 
     out, stop_at = sys.argv[1], int(sys.argv[2])
     torch.manual_seed(0)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from speechkit.schedulers import WarmupCosineScheduler
+from speechkit.engine.schedulers import WarmupCosineScheduler
 from tests.helpers.scripts import load_script
 
 RECIPE = Path(__file__).parents[2] / "recipes" / "minimal"

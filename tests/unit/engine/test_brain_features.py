@@ -7,8 +7,13 @@ import torch
 
 from speechkit.brain import Brain
 from speechkit.checkpoints import Checkpointer, EpochCounter
+from speechkit.engine.schedulers import (
+    NewBobScheduler,
+    NoamScheduler,
+    TriStageScheduler,
+    WarmupCosineScheduler,
+)
 from speechkit.errors import HparamsError
-from speechkit.schedulers import NewBobScheduler, NoamScheduler, TriStageScheduler, WarmupCosineScheduler
 
 COLLATE = torch.utils.data.default_collate
 LOADER = {"batch_size": 2, "shuffle": False, "collate_fn": COLLATE}

@@ -7,8 +7,8 @@ import torch
 import speechkit
 from speechkit.checkpoints import EpochCounter
 from speechkit.engine.progress import summary_line
+from speechkit.engine.schedulers import WarmupCosineScheduler
 from speechkit.plot_log import parse_train_log
-from speechkit.schedulers import WarmupCosineScheduler
 
 
 def test_summary_line_shows_the_last_value_and_where_it_started():

@@ -107,7 +107,7 @@ def test_the_running_loss_of_every_saved_rank_survives_a_world_size_change():
 
 
 def test_under_a_scheduler_lr_is_left_to_it(tmp_path, caplog):
-    from speechkit.schedulers import WarmupCosineScheduler
+    from speechkit.engine.schedulers import WarmupCosineScheduler
 
     def scheduled(folder, epochs, peak, weight_decay):
         torch.manual_seed(0)

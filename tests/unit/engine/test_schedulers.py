@@ -7,8 +7,8 @@ import textwrap
 import pytest
 import torch
 
+from speechkit.engine.schedulers import NewBobScheduler, NoamScheduler, WarmupCosineScheduler
 from speechkit.experiment.hparams import load_hparams
-from speechkit.schedulers import NewBobScheduler, NoamScheduler, WarmupCosineScheduler
 
 
 def optimizer(lr=1.0):
@@ -96,7 +96,7 @@ def test_scheduler_from_yaml_is_stepped_per_batch_by_brain(tmp_path):
 
 
 def test_tri_stage_warms_up_holds_and_decays_exponentially():
-    from speechkit.schedulers import TriStageScheduler
+    from speechkit.engine.schedulers import TriStageScheduler
 
     sched = TriStageScheduler(lr_peak=1e-3, total_steps=100, phase_ratio=(0.1, 0.4, 0.5))
     rates = [sched.lr_for(step) for step in range(120)]

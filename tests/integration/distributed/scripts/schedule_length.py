@@ -15,7 +15,7 @@ import torch
 
 import speechkit
 from speechkit.checkpoints import EpochCounter
-from speechkit.schedulers import TriStageScheduler, WarmupCosineScheduler
+from speechkit.engine.schedulers import TriStageScheduler, WarmupCosineScheduler
 
 
 class Mean(speechkit.Brain):
