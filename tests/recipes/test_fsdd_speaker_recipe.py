@@ -107,7 +107,7 @@ def test_prepared_manifests_are_reused_and_strings_shared_with_the_asr_recipe(fo
 @pytest.mark.parametrize("held_out, message", [
     (["bob"], "two speakers or more"), (["bob", "bob"], "two speakers or more"),
     (["bob", "zed"], r"\['zed'\] are not in the FSDD folder; it holds ann, bob, cyd, dee"),
-    ("bob", "must be a list")])
+    ("bob", "must be a list"), ([1, 2], "must be a list"), (None, "must be a list")])
 def test_bad_held_out_speakers_are_refused_naming_them(folders, held_out, message):
     fsdd, corpus, prepared = folders
     with pytest.raises(DataError, match=message):

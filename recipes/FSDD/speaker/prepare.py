@@ -77,22 +77,29 @@ def real_speaker_rows(strings: dict) -> dict:
     return out
 
 
-def fold_name(held_out: list, real_in_train: bool) -> str:
-    return "-".join(sorted(held_out)) + ("-real" if real_in_train else "-synthetic")
+def fold_name(held_out, real_in_train: bool) -> str:
+    """``george-jackson-real``: the folder of one held-out set and training condition.
+
+    Raises:
+        DataError: ``held_out`` is no list of names.
+    """
+    if isinstance(held_out, str) or not isinstance(held_out, (list, tuple)) or not all(
+            isinstance(name, str) for name in held_out):
+        raise DataError(f"held_out must be a list of FSDD speakers, got {held_out!r}")
+    return "-".join(sorted(set(held_out))) + ("-real" if real_in_train else "-synthetic")
 
 
 def checked_held_out(held_out, speakers: list) -> list:
-    """The held-out speakers, sorted; DataError unless two or more distinct speakers of the folder."""
-    if isinstance(held_out, str) or not isinstance(held_out, (list, tuple)):
-        raise DataError(f"held_out must be a list of FSDD speakers, got {held_out!r}")
-    unknown = sorted(set(map(str, held_out)) - set(speakers))
+    """The held-out speakers (a list, see :func:`fold_name`), sorted; DataError unless two or more distinct
+    speakers of the folder."""
+    unknown = sorted(set(held_out) - set(speakers))
     if unknown:
         raise DataError(f"held_out speakers {unknown} are not in the FSDD folder; it holds "
                         f"{', '.join(speakers)}")
     if len(set(held_out)) < 2:
         raise DataError(f"held_out needs two speakers or more (non-target trials are pairs of held-out "
                         f"voices), got {list(held_out)}")
-    return sorted(set(map(str, held_out)))
+    return sorted(set(held_out))
 
 
 def absolute_rows(rows: dict, root: str) -> dict:
