@@ -7,7 +7,9 @@ columns) reads too, its non-targets as kind ``nontarget``.
 
 :func:`make_trials` pairs every utterance with ``targets_per_utt`` utterances of its speaker and
 ``nontargets_per_utt`` of other speakers (of its engine and of other engines in equal numbers when the
-manifest has an ``engine`` field), each pair once.
+manifest has an ``engine`` field), each pair once. Utterances cut from the same recordings (connected digit
+strings sharing a take, say) can be kept apart with ``source_key``: a trial between them would score a
+recording against itself.
 
 Example:
     >>> rows = {f"u{i}": {"spk": "ab"[i % 2], "engine": "x"} for i in range(6)}
@@ -19,7 +21,7 @@ from __future__ import annotations
 
 import os
 import random
-from typing import NamedTuple
+from typing import NamedTuple, Optional
 
 from speechkit.atomic_files import atomic_write
 from speechkit.errors import DataError
@@ -34,12 +36,19 @@ class Trial(NamedTuple):
     kind: str
 
 
-def make_trials(rows: dict, targets_per_utt: int = 2, nontargets_per_utt: int = 4, seed: int = 0) -> list:
+def make_trials(rows: dict, targets_per_utt: int = 2, nontargets_per_utt: int = 4, seed: int = 0,
+                source_key: Optional[str] = None) -> list:
     """Trials over the utterances of ``rows`` (``{id: {"spk": ..., "engine": ... (optional)}}``).
 
-    Each pair appears once (in either order); speakers with a single utterance give no target trial.
+    Each pair appears once (in either order); speakers with a single utterance give no target trial. With
+    ``source_key``, every row names the recordings it is made of in that field (a space-separated string or
+    a list) and two rows sharing one are never paired.
+
+    Raises:
+        DataError: a row without ``spk`` (or without ``source_key``), fewer than two speakers.
     """
     rng = random.Random(seed)
+    sources = _sources(rows, source_key) if source_key else None
     by_speaker: dict = {}
     for utt_id in sorted(rows):
         row = rows[utt_id]
@@ -52,6 +61,9 @@ def make_trials(rows: dict, targets_per_utt: int = 2, nontargets_per_utt: int = 
     speaker = {utt_id: spk for spk, ids in by_speaker.items() for utt_id in ids}
     seen, trials = set(), []
 
+    def apart(first: str, second: str) -> bool:
+        return sources is None or sources[first].isdisjoint(sources[second])
+
     def add(first: str, second: str, label: int, kind: str) -> None:
         key = (min(first, second), max(first, second))
         if first != second and key not in seen:
@@ -59,10 +71,10 @@ def make_trials(rows: dict, targets_per_utt: int = 2, nontargets_per_utt: int = 
             trials.append(Trial(label, first, second, kind))
 
     for utt_id in sorted(rows):
-        own = [u for u in by_speaker[speaker[utt_id]] if u != utt_id]
+        own = [u for u in by_speaker[speaker[utt_id]] if u != utt_id and apart(utt_id, u)]
         for other in rng.sample(own, min(targets_per_utt, len(own))):
             add(utt_id, other, 1, "target")
-        others = [u for u in speaker if speaker[u] != speaker[utt_id]]
+        others = [u for u in speaker if speaker[u] != speaker[utt_id] and apart(utt_id, u)]
         if any(engine.values()):
             same = [u for u in others if engine[u] == engine[utt_id]]
             cross = [u for u in others if engine[u] != engine[utt_id]]
@@ -75,6 +87,19 @@ def make_trials(rows: dict, targets_per_utt: int = 2, nontargets_per_utt: int = 
             for other in rng.sample(others, min(nontargets_per_utt, len(others))):
                 add(utt_id, other, 0, "nontarget")
     return trials
+
+
+def _sources(rows: dict, key: str) -> dict:
+    """``{id: frozenset of source names}`` from each row's ``key`` (space-separated or a list)."""
+    out = {}
+    for utt_id, row in rows.items():
+        value = row.get(key)
+        names = value.split() if isinstance(value, str) else value
+        if not isinstance(names, (list, tuple)) or not names or not all(isinstance(n, str) for n in names):
+            raise DataError(f"item {utt_id!r}: {key!r} must name the recordings it is made of (a space-"
+                            f"separated string or a list of names), got {value!r}")
+        out[utt_id] = frozenset(names)
+    return out
 
 
 def write_trials(trials: list, path: str) -> str:

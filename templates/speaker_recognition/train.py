@@ -16,7 +16,7 @@ import sys
 
 import speechkit
 from speechkit.augment import random_crops
-from speechkit.data import DynamicItemDataset, read_audio
+from speechkit.data import DynamicItemDataset
 from speechkit.data.trials import read_trials
 from speechkit.metrics.speaker_scoring import VerificationStats, format_summary
 from speechkit.recipe import fit_and_evaluate, sibling_module, start
@@ -75,7 +75,7 @@ def datasets(hparams: dict, paths: dict) -> tuple:
     speakers = sorted({row["spk"] for row in out["train"].data.values()})
     index = {name: i for i, name in enumerate(speakers)}
     for split, data in out.items():
-        data.add_dynamic_item(read_audio, takes=["wav"], provides="sig")
+        data.add_dynamic_item(hparams["audio_policy"], takes=["wav"], provides="sig")
         keys = ["id", "sig"]
         if split == "train":
             data.add_dynamic_item(lambda spk: index[spk], takes=["spk"], provides="spk_id")

@@ -39,3 +39,27 @@ def test_round_trip_and_bad_files(tmp_path):
         read_trials(str(tmp_path / "z.txt"), set(ROWS))
     with pytest.raises(DataError, match="two speakers"):
         make_trials({"x": {"spk": "a"}, "y": {"spk": "a"}})
+
+
+def test_rows_sharing_a_recording_are_never_paired():
+    # Strings of two speakers cut from 4 takes each: a and b share take "a1", so do c and d ("b1", as a list).
+    rows = {"a": {"spk": "x", "sources": "x0 x1"}, "b": {"spk": "x", "sources": "x1 x2"},
+            "c": {"spk": "x", "sources": "x3"}, "d": {"spk": "y", "sources": ["y0", "y1"]},
+            "e": {"spk": "y", "sources": ["y1"]}, "f": {"spk": "y", "sources": "y2 y3"}}
+    trials = make_trials(rows, targets_per_utt=5, nontargets_per_utt=5, seed=0, source_key="sources")
+    pairs = {frozenset((t.enrol, t.test)) for t in trials}
+    assert frozenset("ab") not in pairs and frozenset("de") not in pairs
+    # Every other pair of the speaker is a target, every cross-speaker pair a non-target.
+    assert {p for p in pairs if len({rows[u]["spk"] for u in p}) == 1} == {
+        frozenset("ac"), frozenset("bc"), frozenset("df"), frozenset("ef")}
+    assert sum(t.label == 0 for t in trials) == 9
+    assert frozenset("ab") in {frozenset((t.enrol, t.test)) for t in make_trials(rows, 5, 5, seed=0)}
+
+
+@pytest.mark.parametrize("value", [None, "", [], [3], {"x": 1}])
+def test_rows_without_usable_sources_are_refused_by_id(value):
+    rows = {"a": {"spk": "x", "sources": "x0"}, "b": {"spk": "y", "sources": value}}
+    if value is None:
+        del rows["b"]["sources"]
+    with pytest.raises(DataError, match="item 'b': 'sources' must name the recordings"):
+        make_trials(rows, source_key="sources")

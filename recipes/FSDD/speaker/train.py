@@ -1,0 +1,1 @@
+../../../templates/speaker_recognition/train.py
