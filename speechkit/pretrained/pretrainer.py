@@ -79,11 +79,6 @@ class Pretrainer:
         self.revision = revision
         self.sizes = dict(sizes or {})
         self.collected: dict = {}
-        #: Bounds on downloads (``fetch`` arguments) for :meth:`collect_files`; a model folder's come from its
-        #: :class:`~speechkit.pretrained.sources.model_source.ModelSource` (:meth:`collect_model_files`).
-        self.fetch_limits: dict = {}
-        #: Fetch every remote file anew in :meth:`collect_files` instead of revalidating the cached copy.
-        self.force_download = False
         unknown = set(self.paths) - set(self.loadables)
         if unknown:
             raise FetchError(f"Pretrainer: paths {sorted(unknown)} name no loadable "
@@ -166,7 +161,7 @@ class Pretrainer:
         Every rank must call it (it holds collectives).
         """
         options = dict(strategy=self.strategy, revision=self.revision, allow_network=allow_network,
-                       cache_dir=cache_dir, force_download=self.force_download, **self.fetch_limits)
+                       cache_dir=cache_dir)
         return self._collect_on_every_rank(default_source, options)
 
     def collect_model_files(self, model: ModelSource, collect_in, where: str) -> dict:
