@@ -1,4 +1,4 @@
-"""prefetch_model: a model folder's YAML and the files its pretrainer names, fetched without building anything."""
+"""prefetch_model: a model folder's YAML and the files its pretrainer names, fetched, nothing built."""
 from __future__ import annotations
 
 import pytest
