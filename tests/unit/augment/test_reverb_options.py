@@ -1,4 +1,4 @@
-"""Values that made raw library errors or ran silently are refused up front, naming the option."""
+"""Reverb options that made raw library errors are refused up front, naming the option."""
 from __future__ import annotations
 
 import pytest
