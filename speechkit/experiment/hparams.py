@@ -220,6 +220,23 @@ def _read_file(path: str, extending: tuple = ()) -> dict:
     return base_tree
 
 
+def standalone_hparams_text(path: Union[str, os.PathLike]) -> str:
+    """The text of the hparams file ``path`` as a file of its own: the file itself, or, when it extends
+    another (a top-level ``!include:``), the file it extends with its keys applied (comments left out).
+
+    For files that leave the recipe's folder, such as the ``hyperparams.yaml`` of a model folder
+    (``speechkit export``), which can no longer reach the file they extend.
+
+    Example:
+        >>> standalone_hparams_text("hparams/train.yaml").splitlines()[0]
+        'lr: 0.01'
+    """
+    if not _tag(_read_tree(os.fspath(path))).startswith("!include:"):
+        with open(path, encoding="utf-8") as handle:
+            return handle.read()
+    return resolve_hparams_text(os.fspath(path))
+
+
 def _absolute_includes(node: Any, folder: str) -> None:
     """Make every relative ``!include:`` path under ``node`` absolute, relative to ``folder``, in place."""
     included = _tag(node)[len("!include:") :] if _tag(node).startswith("!include:") else ""

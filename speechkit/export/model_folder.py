@@ -48,13 +48,16 @@ def export_model(checkpoints_dir, hparams_file, output, min_key=None, max_key=No
     module docstring. ``run_hparams``: the training run's ``hyperparams.yaml`` whose sizes the inference YAML
     takes (``"auto"``: found above the checkpoints; None: keep the inference YAML's). Returns the folder."""
     from speechkit.checkpoints.selection import select_checkpoint
+    from speechkit.experiment.hparams import standalone_hparams_text
     from speechkit.pretrained.pretrainer import declared_files
 
     output, hparams_file = pathlib.Path(output).expanduser().absolute(), pathlib.Path(hparams_file)
     mapping, files = dict(mapping or {}), dict(files or {})
     check_model_output(output, force, [pathlib.Path(checkpoints_dir), hparams_file])
     checkpoint = select_checkpoint(checkpoints_dir, min_key=min_key, max_key=max_key)
-    text, sizes_note = _with_run_sizes(hparams_file.read_text(), hparams_file, checkpoints_dir, run_hparams)
+    # A recipe's inference YAML may extend the template's; the model folder's copy must stand on its own.
+    text, sizes_note = _with_run_sizes(standalone_hparams_text(hparams_file), hparams_file, checkpoints_dir,
+                                       run_hparams)
     declared = declared_files(text, str(hparams_file))
     if not declared:
         raise SpeechkitError(f"{hparams_file}: declares no pretrainer files; the model folder would hold no "

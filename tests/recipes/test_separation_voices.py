@@ -10,6 +10,7 @@ import yaml
 from speechkit.corpus.voices import ALL_VOICES, ESPEAK_ACCENTS, speaker_of
 from speechkit.data.mixtures import plan_mixtures
 from speechkit.errors import DataError
+from speechkit.experiment.hparams import resolve_hparams_text
 from tests.helpers.scripts import load_script
 
 REPO = Path(__file__).resolve().parents[2]
@@ -25,8 +26,8 @@ _UntaggedLoader.add_multi_constructor("!", lambda loader, suffix, node: None)
 
 
 def recipe_voices(path: Path) -> dict:
-    """test_voices and valid_voices of a recipe folder's hparams/train.yaml."""
-    hparams = yaml.load((path / "hparams" / "train.yaml").read_text(), Loader=_UntaggedLoader)
+    """test_voices and valid_voices of a recipe folder's hparams/train.yaml (with the file it extends)."""
+    hparams = yaml.load(resolve_hparams_text(path / "hparams" / "train.yaml"), Loader=_UntaggedLoader)
     return {key: hparams[key] for key in ("test_voices", "valid_voices")}
 
 

@@ -20,7 +20,8 @@ def _resolved(path: Path) -> str:
     return text.replace(str(RECIPE), "ASR").replace(str(TEMPLATE), "ASR")
 
 
-@pytest.mark.parametrize("name", ["train.yaml", "finetune.yaml", "ASR.yaml"])
+@pytest.mark.parametrize("name", ["train.yaml", "finetune.yaml", "ASR.yaml", "inference.yaml",
+                                  "inference_no_lm.yaml"])
 def test_the_recipe_yaml_is_the_template_yaml(name):
     # The recipe writes only what differs, and today nothing does: every key, value and reference is the
     # template's (train.yaml's model comes from the recipe's ASR.yaml, which is the template's).

@@ -79,6 +79,19 @@ def test_export_best_checkpoint_then_load_from_each_source(trained, tiny_asr, fi
     assert _export(trained, "--force") == 0
 
 
+def test_an_inference_yaml_extending_another_is_written_as_a_file_of_its_own(trained, tiny_asr):
+    # A recipe's inference.yaml that extends the template's (a top-level !include) cannot point there from a
+    # model folder: the folder gets the extended file with the recipe's keys applied.
+    (trained / "template").mkdir()
+    (trained / "template" / "inference.yaml").write_text(INFERENCE_YAML)
+    (trained / "inference.yaml").write_text("!include:template/inference.yaml\nsample_rate: 8000\n")
+    assert _export(trained) == 0
+    written = (trained / "exported" / "hyperparams.yaml").read_text()
+    assert "!include" not in written and "sample_rate: 8000" in written
+    model = EncoderASR.from_hparams(str(trained / "exported"))
+    assert model.hparams["sample_rate"] == 8000
+
+
 def test_export_errors_name_what_is_missing(trained, capsys):
     code = speechkit_main(["export", "--checkpoints", str(trained / "save"), "--hparams",
                            str(trained / "inference.yaml"), "--output", str(trained / "x")])
