@@ -35,9 +35,12 @@ def options(model: dict) -> list:
 
 
 def copy_recipe(tmp_path: Path, sgd: bool = False) -> Path:
-    recipe = tmp_path / "recipe"
+    # Where they stand in the repository: finetune.yaml extends the ssl_finetune template's train.yaml.
+    recipe = tmp_path / "recipes" / "SynthSpeech" / "wav2vec2"
     # Copies the linked prepare.py's content; not a user's results/ there (its checkpoints would be resumed).
     shutil.copytree(RECIPE, recipe, ignore=shutil.ignore_patterns("results"))
+    template = RECIPE.parents[2] / "templates" / "ssl_finetune" / "hparams"
+    shutil.copytree(template, tmp_path / "templates" / "ssl_finetune" / "hparams")
     if sgd:  # plain SGD: the update is linear in the gradient, so accumulation must match to rounding
         yaml = recipe / "hparams" / "pretrain.yaml"
         text = yaml.read_text().replace("!name:torch.optim.AdamW", "!name:torch.optim.SGD")
