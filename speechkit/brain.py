@@ -14,10 +14,8 @@ Example:
     ...         return self.modules.model(batch[0].data.to(self.device))
     ...     def compute_objectives(self, predictions, batch, stage):
     ...         return torch.nn.functional.mse_loss(predictions, batch[1].data.to(self.device))
-    >>> sgd = lambda params: torch.optim.SGD(params, lr=0.1)
-    >>> brain = Regression({"model": torch.nn.Linear(3, 1)}, sgd)
-    >>> inputs = torch.randn(16, 3)
-    >>> train_set = torch.utils.data.TensorDataset(inputs, inputs.sum(dim=1, keepdim=True))
+    >>> brain = Regression({"model": torch.nn.Linear(3, 1)}, lambda params: torch.optim.SGD(params, lr=0.1))
+    >>> x = torch.randn(16, 3); train_set = torch.utils.data.TensorDataset(x, x.sum(dim=1, keepdim=True))
     >>> brain.fit(EpochCounter(20), train_set, train_set, {"batch_size": 4})
     >>> brain.evaluate(train_set, test_loader_kwargs={"batch_size": 4}) < 1e-3   # the sum is learnt
     True
@@ -415,12 +413,8 @@ class Brain:
     @property
     def raw_modules(self) -> torch.nn.ModuleDict:
         """The modules themselves, never wrapped (DistributedDataParallel, ``torch.compile``): for reading a
-        module's config, calling its own methods or saving its weights, during ``fit`` too.
-
-        Example:
-            >>> Brain({"model": torch.nn.Linear(2, 1)}).raw_modules.model.in_features
-            2
-        """
+        module's config (``brain.raw_modules.model.in_features``), calling its own methods or saving its
+        weights, during ``fit`` too."""
         return self._raw_modules
 
     # --- plumbing -----------------------------------------------------------------------------------------
