@@ -5,6 +5,7 @@ Example::
     speechkit corpus data/corpus --size demo            # about 1,050 utterances, well under a minute
     speechkit corpus data/big --size medium --num-workers 8 --noise-prob 0.3
     speechkit corpus data/mixed --recordings my_recordings/ --test-voices kal,kal-lo,kal-hi,recorded-anna
+    speechkit corpus data/digits --text digits --digit-string-length 3 6 --num-test 0 --num-valid 0
 """
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import argparse
 import os
 
 from speechkit.argtypes import OrderedPair, number
-from speechkit.corpus.generator import SETTING_BOUNDS, SIZES, CorpusConfig, build_corpus
+from speechkit.corpus.generator import SETTING_BOUNDS, SIZES, TEXT_KINDS, CorpusConfig, build_corpus
 from speechkit.terminal import Progress, add_progress_flags
 
 
@@ -36,6 +37,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=defaults.seed)
     parser.add_argument("--num-sentences", type=_checked("num_sentences", int),
                         help="distinct sentences (default: max(4000, total/3))")
+    parser.add_argument("--text", choices=TEXT_KINDS, default=defaults.text,
+                        help="what the voices read: grammar (everyday sentences) or digits (connected digit "
+                        "strings, ZERO to NINE) (default: %(default)s)")
+    parser.add_argument("--digit-string-length", type=_checked("digit_string_length", int), nargs=2,
+                        action=OrderedPair, default=defaults.digit_string_length, metavar=("MIN", "MAX"),
+                        help="digits per string with --text digits, within 1-20 (default: %(default)s)")
     parser.add_argument("--voices", help="comma-separated voices to use (default: the 15 default voices); "
                         "more: the -lower/-higher warps and the espeak-<accent>-<variant> voices, see "
                         "speechkit/corpus/README.md")
@@ -95,6 +102,8 @@ def config_from_args(args: argparse.Namespace) -> CorpusConfig:
         num_test=test if args.num_test is None else args.num_test,
         seed=args.seed,
         num_sentences=args.num_sentences,
+        text=args.text,
+        digit_string_length=tuple(args.digit_string_length),
         voices=_names(args.voices) or None,
         test_voices=_names(args.test_voices),
         valid_voices=_names(args.valid_voices),

@@ -53,7 +53,7 @@ from speechkit.corpus.recordings import (
     read_recording,
     recordings_checksum,
 )
-from speechkit.corpus.text import make_sentences
+from speechkit.corpus.text import digit_string_count, make_digit_strings, make_sentences
 from speechkit.corpus.voices import (
     DEFAULT_TEST_VOICES,
     DEFAULT_VALID_VOICES,
@@ -98,6 +98,11 @@ class CorpusConfig:
     seed: int = 1234
     #: distinct sentences drawn from the grammar; None: max(4000, a third of all utterances)
     num_sentences: Optional[int] = None
+    #: what the voices read: "grammar" (everyday sentences) or "digits" (connected digit strings, ZERO to
+    #: NINE, for digit recognizers)
+    text: str = "grammar"
+    #: digits per string with ``text="digits"`` (uniform within min-max)
+    digit_string_length: tuple = (3, 6)
     #: voices used at all (None: every voice in VOICES)
     voices: Optional[list] = None
     test_voices: list = field(default_factory=lambda: list(DEFAULT_TEST_VOICES))
@@ -129,6 +134,9 @@ class CorpusConfig:
         for key in ("held_out_engine", "recordings"):
             if settings[key] is None:
                 settings.pop(key)  # corpora built before the option keep their settings
+        if settings["text"] == "grammar":  # likewise for the text options
+            settings.pop("text")
+            settings.pop("digit_string_length")
         return json.loads(json.dumps(settings))
 
 
@@ -162,7 +170,9 @@ class UtterancePlan:
 SETTING_BOUNDS = {"num_train": (0, None), "num_valid": (0, None), "num_test": (0, None),
                   "num_sentences": (1, None), "speed_range": (0.25, 4.0), "loudness_range": (-60.0, 0.0),
                   "noise_prob": (0.0, 1.0), "snr_range": (-30.0, 100.0), "num_workers": (1, None),
-                  "chunk_size": (1, None)}
+                  "chunk_size": (1, None), "digit_string_length": (1, 20)}
+#: What the voices can read (``CorpusConfig.text``).
+TEXT_KINDS = ("grammar", "digits")
 
 
 def check_config(config: CorpusConfig) -> None:
@@ -172,8 +182,9 @@ def check_config(config: CorpusConfig) -> None:
         value = getattr(config, name)
         if value is None and name == "num_sentences":
             continue
-        values = tuple(value) if name.endswith("_range") else (value,)
-        if name.endswith("_range") and len(values) != 2:
+        ranged = name.endswith(("_range", "_length"))
+        values = tuple(value) if ranged else (value,)
+        if ranged and len(values) != 2:
             raise DataError(f"{name} must be (min, max), got {value!r}")
         for item in values:
             if isinstance(item, bool) or not isinstance(item, (int, float)) or not math.isfinite(item):
@@ -181,8 +192,12 @@ def check_config(config: CorpusConfig) -> None:
             if (low is not None and item < low) or (high is not None and item > high):
                 bounds = f"[{low}, {high}]" if high is not None else f">= {low}"
                 raise DataError(f"{name} must be within {bounds}, got {value!r}")
-        if name.endswith("_range") and values[0] > values[1]:
+        if ranged and values[0] > values[1]:
             raise DataError(f"{name}: min {values[0]} is above max {values[1]}")
+    if config.text not in TEXT_KINDS:
+        raise DataError(f"text must be one of {', '.join(TEXT_KINDS)}, got {config.text!r}")
+    if any(int(n) != n for n in config.digit_string_length):
+        raise DataError(f"digit_string_length must hold whole numbers, got {config.digit_string_length!r}")
 
 
 def splits_of(config: CorpusConfig) -> tuple:
@@ -245,7 +260,15 @@ def _sentence_pools(config: CorpusConfig, rng: random.Random) -> dict:
     valid_count = min(config.num_valid, count // 8)
     if count - test_count - valid_count < 1:
         raise DataError(f"num_sentences={count} leaves no sentence for training")
-    sentences = make_sentences(count, rng)
+    if config.text == "digits":
+        available = digit_string_count(tuple(int(n) for n in config.digit_string_length))
+        if count > available:
+            raise DataError(f"num_sentences={count}: only {available} distinct digit strings have "
+                            f"{config.digit_string_length[0]} to {config.digit_string_length[1]} digits "
+                            "(set num_sentences or digit_string_length)")
+        sentences = make_digit_strings(count, rng, tuple(int(n) for n in config.digit_string_length))
+    else:
+        sentences = make_sentences(count, rng)
     pools = {"test": sentences[:test_count], "valid": sentences[test_count:test_count + valid_count],
              "train": sentences[test_count + valid_count:]}
     if config.held_out_engine:  # the held-out engine reads the test sentences: the two test splits compare

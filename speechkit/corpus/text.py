@@ -148,6 +148,44 @@ def make_sentences(count: int, rng: random.Random, max_tries_per_sentence: int =
     return sentences
 
 
+#: The words of :func:`make_digit_strings`, index = digit.
+DIGIT_WORDS = ("ZERO", "ONE", "TWO", "THREE", "FOUR", "FIVE", "SIX", "SEVEN", "EIGHT", "NINE")
+
+
+def digit_string_count(length_range: tuple) -> int:
+    """How many distinct digit strings have a length within ``length_range`` (both ends included)."""
+    low, high = length_range
+    return sum(10 ** length for length in range(low, high + 1))
+
+
+def make_digit_strings(count: int, rng: random.Random, length_range: tuple = (3, 6)) -> list:
+    """``count`` distinct connected-digit transcripts ("FIVE SEVEN EIGHT ZERO"), in draw order: each string's
+    length is uniform within ``length_range``, its digits uniform and independent (the material of a
+    connected-digit recognizer, e.g. phone numbers read out).
+
+    Raises ValueError when fewer than ``count`` distinct strings have such lengths.
+
+    Example:
+        >>> make_digit_strings(2, random.Random(0), (3, 3))
+        ['SIX ZERO FOUR', 'SIX FOUR SEVEN']
+    """
+    low, high = length_range
+    if not 1 <= low <= high:
+        raise ValueError(f"digit string lengths must be 1 <= min <= max, got {length_range!r}")
+    if count > digit_string_count(length_range):
+        raise ValueError(f"only {digit_string_count(length_range)} distinct digit strings have {low} to "
+                         f"{high} digits, {count} asked")
+    seen: set = set()
+    strings: list = []
+    while len(strings) < count:  # a draw repeats rarely unless count is close to every string there is
+        length = rng.randint(low, high)
+        string = " ".join(DIGIT_WORDS[rng.randrange(10)] for _ in range(length))
+        if string not in seen:
+            seen.add(string)
+            strings.append(string)
+    return strings
+
+
 def vocabulary() -> list:
     """Every word the grammar can produce, sorted (useful for tokenizers and tests)."""
     words: set = set()

@@ -108,6 +108,27 @@ def test_strings_are_written_once_deterministically_and_reused(fsdd, tmp_path):
     assert audio(tmp_path / "three") != audio(tmp_path / "one")
 
 
+@pytest.mark.skipif(not all(shutil.which(p) for p in ("flite", "festival", "espeak-ng")),
+                    reason="speech engines not installed (tools/setup_env.sh)")
+def test_synthetic_digit_strings_join_training_only_and_are_built_once(fsdd, tmp_path):
+    prepared = tmp_path / "prep"
+    paths = prepare.prepare_fsdd(str(fsdd), str(prepared), "bob", SMALL, synthetic_strings=3)
+    rows = {split: load(path) for split, path in paths.items()}
+    synthetic = {key: row for key, row in rows["train"].items() if row["spk"] not in {"ann", "cyd"}}
+    assert len(synthetic) == 3 and len(rows["train"]) == 40 + 2 * 6 + 3
+    for row in synthetic.values():
+        words = row["text"].split()
+        assert SMALL.min_digits <= len(words) <= SMALL.max_digits and set(words) <= set(prepare.DIGIT_WORDS)
+        assert os.path.isabs(row["wav"]) and soundfile.info(row["wav"]).samplerate == 16000
+    for split in ("valid", "test", "test_isolated"):  # never scored: held-out figures stay real speech
+        assert {row["spk"] for row in rows[split].values()} <= {"ann", "bob", "cyd"}
+    corpus = prepared / "synthetic-digits-3"
+    before = folder_digest(corpus)
+    again = prepare.prepare_fsdd(str(fsdd), str(prepared), "ann", SMALL, synthetic_strings=3)
+    assert folder_digest(corpus) == before  # another fold reuses the voices' strings
+    assert set(synthetic) <= set(load(again["train"]))
+
+
 def test_a_speaker_s_strings_do_not_depend_on_the_other_speakers(fsdd, tmp_path):
     prepare.prepare_fsdd(str(fsdd), str(tmp_path / "all"), "ann", SMALL)
     for name in os.listdir(fsdd / "recordings"):

@@ -21,6 +21,11 @@ Roles follow the dataset's own convention: recordings 0-4 of each speaker and di
 ``test_isolated``    every isolated recording of S
 ===================  ==========================================================================
 
+With ``synthetic_strings`` N > 0, ``train.json`` also holds N connected digit strings (same lengths as the
+real ones) read by the built-in corpus' 69 synthetic voices (``speechkit.corpus``, ``text="digits"``),
+built once into ``prepared_folder/synthetic-digits-N`` (16 kHz: the recipe's audio policy resamples them)
+and shared by every fold: voices no held-out speaker can be part of.
+
 Rows are ordinary speechkit manifests: ``{id: {"wav", "duration", "text", "spk", "sample_rate", "sources"}}``
 (``sources``: the FSDD recordings an utterance is made of, in order); isolated
 digits point at the FSDD folder through ``$data_root`` (the recipe replaces it with ``data_folder``), the
@@ -281,8 +286,27 @@ def _reuse(final: str, record: dict) -> dict:
     return found["rows"]
 
 
+def synthetic_digit_rows(prepared_folder: str, count: int, settings: StringSettings, num_workers: int = 1,
+                         log=print) -> dict:
+    """Training rows of ``count`` digit strings read by every synthetic voice of the built-in corpus, built
+    into ``prepared_folder/synthetic-digits-<count>`` on first use and reused after (the corpus refuses a
+    folder built with other settings); their ``wav`` paths are absolute."""
+    from speechkit.corpus import ALL_VOICES, CorpusConfig, build_corpus
+
+    folder = os.path.join(os.path.abspath(prepared_folder), f"synthetic-digits-{count}")
+    build_corpus(CorpusConfig(folder, num_train=count, num_valid=0, num_test=0, seed=settings.seed,
+                              text="digits", digit_string_length=(settings.min_digits, settings.max_digits),
+                              voices=[voice.name for voice in ALL_VOICES], test_voices=[], valid_voices=[],
+                              num_workers=num_workers), log=log)
+    with open(os.path.join(folder, "train.json"), encoding="utf-8") as handle:
+        rows = json.load(handle)
+    for row in rows.values():
+        row["wav"] = row["wav"].replace("$data_root", folder, 1)
+    return rows
+
+
 def prepare_fsdd(data_folder: str, prepared_folder: str, test_speaker: str, settings: StringSettings = None,
-                 sample_rate: int = 8000, isolated_in_train: bool = True) -> dict:
+                 sample_rate: int = 8000, isolated_in_train: bool = True, synthetic_strings: int = 0) -> dict:
     """Manifests of one leave-one-speaker-out fold; returns ``{split: path}`` (see the module docstring).
 
     Raises:
@@ -304,7 +328,9 @@ def prepare_fsdd(data_folder: str, prepared_folder: str, test_speaker: str, sett
     manifests = {
         "train": {**({rec.name: isolated[rec.name] for rec in held_in if rec.role == "train"}
                      if isolated_in_train else {}),
-                  **{k: v for k, v in strings["train"].items() if v["spk"] != test_speaker}},
+                  **{k: v for k, v in strings["train"].items() if v["spk"] != test_speaker},
+                  **(synthetic_digit_rows(prepared_folder, synthetic_strings, settings)
+                     if synthetic_strings > 0 else {})},
         "valid": {k: v for k, v in strings["valid"].items() if v["spk"] != test_speaker},
         "test": {k: v for role in ("valid", "train") for k, v in strings[role].items()
                  if v["spk"] == test_speaker},
@@ -332,7 +358,8 @@ def prepare_manifests(hparams: dict, build: bool = True) -> dict:
                                  if key in hparams}, seed=hparams.get("data_seed", 1234))
     return prepare_fsdd(hparams["data_folder"], hparams["prepared_folder"], hparams["test_speaker"], settings,
                         sample_rate=hparams["model"]["sample_rate"],
-                        isolated_in_train=hparams.get("isolated_in_train", True))
+                        isolated_in_train=hparams.get("isolated_in_train", True),
+                        synthetic_strings=int(hparams.get("synthetic_strings", 0)))
 
 
 def main(argv=None) -> None:
@@ -344,10 +371,13 @@ def main(argv=None) -> None:
     parser.add_argument("--train_strings", type=int, default=StringSettings.train_strings)
     parser.add_argument("--valid_strings", type=int, default=StringSettings.valid_strings)
     parser.add_argument("--seed", type=int, default=StringSettings.seed)
+    parser.add_argument("--synthetic_strings", type=int, default=0,
+                        help="digit strings read by synthetic voices, added to training")
     args = parser.parse_args(argv)
     settings = StringSettings(seed=args.seed, train_strings=args.train_strings,
                               valid_strings=args.valid_strings)
-    paths = prepare_fsdd(args.data_folder, args.prepared_folder, args.test_speaker, settings)
+    paths = prepare_fsdd(args.data_folder, args.prepared_folder, args.test_speaker, settings,
+                         synthetic_strings=args.synthetic_strings)
     for split, path in paths.items():
         with open(path, encoding="utf-8") as handle:
             print(f"{split}: {len(json.load(handle))} utterances in {path}")

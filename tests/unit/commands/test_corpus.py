@@ -36,6 +36,10 @@ from speechkit.errors import DataError
     (["--speed-range", "0", "0"], "argument --speed-range: must be >= 0.25, got 0"),
     (["--speed-range", "1.2", "0.9"], "argument --speed-range: MIN 1.2 is above MAX 0.9"),
     (["--num-workers", "0"], "argument --num-workers: must be >= 1"),
+    (["--text", "poems"], "argument --text: invalid choice: 'poems'"),
+    (["--digit-string-length", "0", "3"], "argument --digit-string-length: must be >= 1, got 0"),
+    (["--digit-string-length", "6", "3"], "argument --digit-string-length: MIN 6 is above MAX 3"),
+    (["--digit-string-length", "2.5", "3"], "argument --digit-string-length: expected a whole number"),
 ])
 def test_bad_flags_exit_2_naming_the_flag(tmp_path, capsys, flags, message):
     with pytest.raises(SystemExit) as caught:
@@ -54,6 +58,11 @@ def test_bad_flags_exit_2_naming_the_flag(tmp_path, capsys, flags, message):
     ({"speed_range": (0.0, 0.0)}, r"speed_range must be within \[0.25, 4.0\]"),
     ({"speed_range": (1.0,)}, r"speed_range must be \(min, max\)"),
     ({"num_sentences": True}, "num_sentences must hold finite numbers"),
+    ({"text": "poems"}, "text must be one of grammar, digits, got 'poems'"),
+    ({"digit_string_length": (6, 3)}, "digit_string_length: min 6 is above max 3"),
+    ({"digit_string_length": (0, 3)}, r"digit_string_length must be within \[1, 20\]"),
+    ({"digit_string_length": (2.5, 3)}, "digit_string_length must hold whole numbers"),
+    ({"digit_string_length": (3,)}, r"digit_string_length must be \(min, max\)"),
 ])
 def test_the_library_refuses_the_same_settings(tmp_path, change, message):
     config = dataclasses.replace(CorpusConfig(str(tmp_path / "corpus")), **change)

@@ -13,12 +13,14 @@ from speechkit.corpus import (
     CorpusConfig,
     build_corpus,
     effects,
+    make_digit_strings,
     make_plan,
     make_sentences,
     normalize_text,
     vocabulary,
 )
 from speechkit.corpus.generator import split_voices
+from speechkit.corpus.text import DIGIT_WORDS
 from speechkit.corpus.voices import speaker_of, voice_by_name
 from speechkit.errors import DataError
 from tests.helpers.folders import folder_digest
@@ -43,6 +45,40 @@ def test_sentences_are_distinct_normalized_and_reproducible():
         assert normalize_text(sentence) == sentence
         assert set(sentence.split()) <= words
     assert 300 <= len(words) <= 600
+
+
+def test_digit_strings_are_distinct_within_their_lengths_and_reproducible():
+    strings = make_digit_strings(300, random.Random(5), (2, 4))
+    assert strings == make_digit_strings(300, random.Random(5), (2, 4))
+    assert strings != make_digit_strings(300, random.Random(6), (2, 4))
+    assert len(set(strings)) == 300
+    assert {len(s.split()) for s in strings} == {2, 3, 4}
+    assert set(" ".join(strings).split()) == set(DIGIT_WORDS)
+    assert all(normalize_text(s) == s for s in strings)
+    assert sorted(make_digit_strings(10, random.Random(0), (1, 1))) == sorted(DIGIT_WORDS)  # every one
+    with pytest.raises(ValueError, match="only 10 distinct digit strings have 1 to 1 digits, 11 asked"):
+        make_digit_strings(11, random.Random(0), (1, 1))
+    with pytest.raises(ValueError, match="1 <= min <= max"):
+        make_digit_strings(1, random.Random(0), (0, 2))
+
+
+def test_a_digits_corpus_reads_digit_strings_and_a_grammar_corpus_keeps_its_settings():
+    config = CorpusConfig("unused", num_train=40, num_valid=5, num_test=5, seed=3, text="digits",
+                          digit_string_length=(3, 5))
+    plan = make_plan(config)
+    for item in plan:
+        assert 3 <= len(item.text.split()) <= 5 and set(item.text.split()) <= set(DIGIT_WORDS)
+    texts = {split: {p.text for p in plan if p.split == split} for split in ("train", "valid", "test")}
+    assert not texts["test"] & texts["train"] and not texts["valid"] & texts["train"]
+    assert config.content_settings()["text"] == "digits"
+    assert config.content_settings()["digit_string_length"] == [3, 5]
+    # Corpora built before the option have no such settings: a grammar corpus records none, so it is reused.
+    assert "text" not in CorpusConfig("unused").content_settings()
+    assert "digit_string_length" not in CorpusConfig("unused").content_settings()
+    # More distinct strings asked than there are: refused, naming the setting.
+    with pytest.raises(DataError, match="num_sentences=4000: only 110 distinct digit strings"):
+        make_plan(CorpusConfig("unused", num_train=5, num_valid=0, num_test=0, text="digits",
+                               digit_string_length=(1, 2)))
 
 
 def test_plan_keeps_voices_and_sentences_apart_across_splits():
