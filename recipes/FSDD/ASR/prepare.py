@@ -290,8 +290,10 @@ def synthetic_digit_rows(prepared_folder: str, count: int, settings: StringSetti
                          log=print) -> dict:
     """Training rows of ``count`` digit strings read by every synthetic voice of the built-in corpus, built
     into ``prepared_folder/synthetic-digits-<count>`` on first use and reused after (the corpus refuses a
-    folder built with other settings); their ``wav`` paths are absolute."""
+    folder built with other settings); their ``wav`` paths are absolute, their fields those of the FSDD rows
+    (``sources``: the voice)."""
     from speechkit.corpus import ALL_VOICES, CorpusConfig, build_corpus
+    from speechkit.corpus.voices import SAMPLE_RATE as SYNTHETIC_SAMPLE_RATE
 
     folder = os.path.join(os.path.abspath(prepared_folder), f"synthetic-digits-{count}")
     build_corpus(CorpusConfig(folder, num_train=count, num_valid=0, num_test=0, seed=settings.seed,
@@ -300,9 +302,10 @@ def synthetic_digit_rows(prepared_folder: str, count: int, settings: StringSetti
                               num_workers=num_workers), log=log)
     with open(os.path.join(folder, "train.json"), encoding="utf-8") as handle:
         rows = json.load(handle)
-    for row in rows.values():
-        row["wav"] = row["wav"].replace("$data_root", folder, 1)
-    return rows
+    # The fields of the FSDD rows (a manifest's rows share their fields); ``sources`` names the voice.
+    return {key: {"wav": row["wav"].replace("$data_root", folder, 1), "duration": row["duration"],
+                  "text": row["text"], "spk": row["spk"], "sample_rate": SYNTHETIC_SAMPLE_RATE,
+                  "sources": row["voice"]} for key, row in rows.items()}
 
 
 def prepare_fsdd(data_folder: str, prepared_folder: str, test_speaker: str, settings: StringSettings = None,
