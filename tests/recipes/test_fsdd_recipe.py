@@ -125,6 +125,7 @@ def test_synthetic_digit_strings_join_training_only_and_are_built_once(fsdd, tmp
     for split in ("valid", "test", "test_isolated"):  # never scored: held-out figures stay real speech
         assert {row["spk"] for row in rows[split].values()} <= {"ann", "bob", "cyd"}
     corpus = prepared / "synthetic-digits-3"
+    assert sorted(os.listdir(prepared)) == ["bob", "strings", "synthetic-digits-3"]  # no scratch folder left
     before = folder_digest(corpus)
     again = prepare.prepare_fsdd(str(fsdd), str(prepared), "ann", SMALL, synthetic_strings=3)
     assert folder_digest(corpus) == before  # another fold reuses the voices' strings

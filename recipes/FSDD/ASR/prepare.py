@@ -50,7 +50,7 @@ import re
 import shutil
 import tempfile
 import zlib
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 import soundfile
@@ -296,10 +296,23 @@ def synthetic_digit_rows(prepared_folder: str, count: int, settings: StringSetti
     from speechkit.corpus.voices import SAMPLE_RATE as SYNTHETIC_SAMPLE_RATE
 
     folder = os.path.join(os.path.abspath(prepared_folder), f"synthetic-digits-{count}")
-    build_corpus(CorpusConfig(folder, num_train=count, num_valid=0, num_test=0, seed=settings.seed,
-                              text="digits", digit_string_length=(settings.min_digits, settings.max_digits),
-                              voices=[voice.name for voice in ALL_VOICES], test_voices=[], valid_voices=[],
-                              num_workers=num_workers), log=log)
+    config = CorpusConfig(folder, num_train=count, num_valid=0, num_test=0, seed=settings.seed, text="digits",
+                          digit_string_length=(settings.min_digits, settings.max_digits),
+                          voices=[voice.name for voice in ALL_VOICES], test_voices=[], valid_voices=[],
+                          num_workers=num_workers)
+    if not os.path.isdir(folder):  # built aside and renamed: folds started together never share a half corpus
+        os.makedirs(os.path.dirname(folder), exist_ok=True)
+        scratch = tempfile.mkdtemp(prefix=".synthetic-", dir=os.path.dirname(folder))
+        try:
+            build_corpus(replace(config, output_dir=scratch), log=log)
+            try:
+                os.replace(scratch, folder)
+            except OSError:
+                if not os.path.isdir(folder):
+                    raise
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+    build_corpus(config, log=log)  # reused; refused when the folder holds other settings
     with open(os.path.join(folder, "train.json"), encoding="utf-8") as handle:
         rows = json.load(handle)
     # The fields of the FSDD rows (a manifest's rows share their fields); ``sources`` names the voice.
