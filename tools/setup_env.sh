@@ -38,6 +38,12 @@ install_browser() {
 
 key=$(cat pyproject.toml tools/setup_env.sh | sha256sum | cut -c1-16)
 venv=${SPEECHKIT_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/speechkit/venv-$key}
+mkdir -p "$(dirname "$venv")"
+# Two set-ups at once (two clones, the demo beside the tests) would build the same folder over each other:
+# the second waits for the first and then finds the environment complete. The lock is held to the end (the
+# package link and apt-get would collide too) and released when this script exits.
+exec 9>"$venv.lock"
+flock 9
 if [ ! -x "$venv/bin/python" ] || [ ! -f "$venv/.complete" ]; then
   log "creating $venv (first run: installs torch and the other dependencies, a few minutes)"
   rm -rf "$venv"
