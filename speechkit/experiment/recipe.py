@@ -22,7 +22,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Union
 
 from speechkit import distributed
 from speechkit.errors import HparamsError, SpeechkitError
@@ -112,11 +112,25 @@ def sibling_module(script: str, name: str) -> ModuleType:
         SpeechkitError: no such file next to the script.
     """
     path = Path(script).absolute().parent / f"{name}.py"
+    if not path.is_file():
+        raise SpeechkitError(f"{path}: not found (the recipe's {name}.py sits next to {Path(script).name})")
+    return module_from_file(path, name)
+
+
+def module_from_file(path: Union[str, os.PathLike], name: str) -> ModuleType:
+    """Import the Python file ``path`` as the module ``name`` (e.g. another recipe's ``prepare.py``),
+    registered in ``sys.modules`` so that its functions pickle for worker processes; the same file twice gives
+    the same module, and a file that fails to import leaves nothing registered.
+
+    Raises:
+        SpeechkitError: no such file.
+    """
+    path = Path(path).absolute()
     loaded = sys.modules.get(name)
     if loaded is not None and getattr(loaded, "__file__", None) == str(path):
         return loaded
     if not path.is_file():
-        raise SpeechkitError(f"{path}: not found (the recipe's {name}.py sits next to {Path(script).name})")
+        raise SpeechkitError(f"{path}: not found")
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module

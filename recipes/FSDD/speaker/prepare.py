@@ -29,39 +29,22 @@ Example:
 """
 from __future__ import annotations
 
-import importlib.util
 import os
-import sys
 
 from speechkit.corpus.recordings import RECORDED_ENGINE, VOICE_PREFIX
 from speechkit.data.trials import make_trials, write_trials
 from speechkit.errors import DataError
+from speechkit.recipe import module_from_file
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SPLITS = ("train", "valid", "test")
 #: What a manifest row keeps: the audio, its length and who speaks (speaker_rows adds voice/person/engine).
 FIELDS = ("wav", "duration", "spk", "voice", "person", "engine")
 
-
-def _load(name: str, path: str):
-    """Import a sibling recipe's module from its file (registered under ``name``: dataclasses need it)."""
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    try:
-        spec.loader.exec_module(module)
-    except BaseException:
-        del sys.modules[name]
-        raise
-    return module
-
-
 #: FSDD's reader and connected strings (recipes/FSDD/ASR), the speaker template's corpus and cohort.
-digits = _load("fsdd_digit_strings", os.path.join(HERE, "..", "ASR", "prepare.py"))
-template = _load("speaker_template_prepare",
-                 os.path.join(HERE, "..", "..", "..", "templates", "speaker_recognition", "prepare.py"))
+digits = module_from_file(os.path.join(HERE, "..", "ASR", "prepare.py"), "fsdd_digit_strings")
+TEMPLATE = os.path.join(HERE, "..", "..", "..", "templates", "speaker_recognition")
+template = module_from_file(os.path.join(TEMPLATE, "prepare.py"), "speaker_template_prepare")
 
 
 def real_speaker_rows(strings: dict) -> dict:

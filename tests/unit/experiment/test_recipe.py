@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from speechkit.errors import SpeechkitError
-from speechkit.experiment.recipe import sibling_module, start
+from speechkit.experiment.recipe import module_from_file, sibling_module, start
 
 
 def test_sibling_module_imports_the_file_next_to_the_script_as_called(tmp_path):
@@ -27,6 +27,22 @@ def test_sibling_module_imports_the_file_next_to_the_script_as_called(tmp_path):
             sibling_module(str(linked / "train.py"), "missing_mod")
     finally:
         sys.modules.pop("helper_mod_x", None)
+
+
+def test_module_from_file_imports_another_recipes_file_once_and_a_failing_one_leaves_nothing(tmp_path):
+    (tmp_path / "other.py").write_text("VALUE = 3\n")
+    (tmp_path / "broken.py").write_text("raise RuntimeError('broken on import')\n")
+    try:
+        module = module_from_file(tmp_path / "other.py", "other_recipe_prepare_x")
+        assert module.VALUE == 3 and sys.modules["other_recipe_prepare_x"] is module
+        assert module_from_file(str(tmp_path / "other.py"), "other_recipe_prepare_x") is module
+        with pytest.raises(RuntimeError, match="broken on import"):
+            module_from_file(tmp_path / "broken.py", "broken_recipe_prepare_x")
+        assert "broken_recipe_prepare_x" not in sys.modules
+        with pytest.raises(SpeechkitError, match="absent.py: not found"):
+            module_from_file(tmp_path / "absent.py", "absent_recipe_prepare_x")
+    finally:
+        sys.modules.pop("other_recipe_prepare_x", None)
 
 
 def test_start_loads_prepares_on_main_then_everywhere(tmp_path):
