@@ -11,31 +11,10 @@ from speechkit.data.dataset import DynamicItemDataset
 from speechkit.data.manifest import load_manifest, write_json_manifest
 from speechkit.data.trim import speech_bounds, trim_manifest, trim_manifest_files
 from speechkit.errors import ManifestError
+from tests.unit.data import trim_files
+from tests.unit.data.trim_files import RATE, tone_with_silence
 
-RATE = 16000
-
-
-def tone_with_silence(before: int, speech: int, after: int, seed: int = 0) -> np.ndarray:
-    """A 300 Hz tone of ``speech`` samples between quiet hiss (-70 dB under the tone), shape (time,)."""
-    rng = np.random.default_rng(seed)
-    tone = 0.5 * np.sin(2 * np.pi * 300 * np.arange(speech) / RATE)
-    wave = np.concatenate([np.zeros(before), tone, np.zeros(after)])
-    return (wave + 1e-4 * rng.standard_normal(len(wave))).astype(np.float32)
-
-
-@pytest.fixture
-def recordings(tmp_path):
-    """Three FLAC files with known speech positions, and their manifest with a $data_root placeholder."""
-    root = tmp_path / "corpus"
-    layout = {"a": (4000, 16000, 8000), "b": (0, 8000, 3200), "c": (7200, 4800, 0)}
-    rows = {}
-    for name, (before, speech, after) in layout.items():
-        audio.write(root / f"{name}.flac", tone_with_silence(before, speech, after), RATE)
-        rows[name] = {"wav": f"$data_root/{name}.flac", "duration": (before + speech + after) / RATE,
-                      "text": name.upper()}
-    path = tmp_path / "train.json"
-    write_json_manifest(rows, path)
-    return root, path, layout
+recordings = trim_files.recordings  # a shared fixture: pytest finds it under this name
 
 
 def test_speech_bounds_finds_the_loud_part_within_a_frame():
