@@ -76,7 +76,7 @@ def test_corpus_counts_utterances_on_a_terminal(tmp_path, monkeypatch, capsys):
 
 
 def test_prepare_librispeech_counts_the_files_of_every_split_on_a_terminal(tmp_path, monkeypatch):
-    from tests.unit.data.test_librispeech import make_librispeech
+    from tests.unit.data.librispeech_tree import make_librispeech
 
     root = make_librispeech(tmp_path / "LibriSpeech")  # 3 files in dev-clean, 1 in test-clean
     screen = run_on_terminal(monkeypatch, ["prepare-librispeech", str(root), "--dest", str(tmp_path / "m"),

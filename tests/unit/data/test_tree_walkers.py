@@ -10,7 +10,7 @@ import pytest
 
 from speechkit.data.librispeech import prepare_librispeech
 from speechkit.data.manifest import is_regular_file
-from tests.unit.data.test_librispeech import make_librispeech
+from tests.unit.data.librispeech_tree import make_librispeech
 
 pytestmark = pytest.mark.timeout(30)
 
