@@ -12,29 +12,13 @@ import soundfile
 
 from speechkit.data.mixtures import write_mixtures
 from speechkit.errors import DataError
-
-
-def _corpus(folder: Path, speakers=("a", "b", "c", "d"), per_speaker: int = 3) -> str:
-    """A manifest of short 16 kHz tones, one pitch per speaker, lengths varying per utterance."""
-    rng = np.random.default_rng(0)
-    rows = {}
-    for s, spk in enumerate(speakers):
-        for u in range(per_speaker):
-            n = 4000 + 800 * u + 160 * s
-            t = np.arange(n) / 16000
-            wave = 0.1 * np.sin(2 * np.pi * (150 + 60 * s) * t) + 0.01 * rng.standard_normal(n)
-            path = folder / f"{spk}{u}.flac"
-            soundfile.write(path, wave.astype(np.float32), 16000)
-            rows[f"{spk}-{u}"] = {"wav": f"$data_root/{path.name}", "spk": spk, "duration": n / 16000}
-    manifest = folder / "train.json"
-    manifest.write_text(json.dumps(rows))
-    return str(manifest)
+from tests.unit.data.mixture_sources import speaker_tones_manifest
 
 
 def test_mixtures_command(tmp_path, capsys):
     from speechkit.cli import main as speechkit_main
 
-    manifest = _corpus(tmp_path, speakers=("a", "b"))
+    manifest = speaker_tones_manifest(tmp_path, speakers=("a", "b"))
     assert speechkit_main(["mixtures", manifest, str(tmp_path / "out"), "--split", "valid", "--num-mixtures",
                            "2", "--sample-rate", "16000", "--replace", f"data_root={tmp_path}"]) == 0
     rows = json.loads((tmp_path / "out" / "valid.json").read_text())
@@ -50,7 +34,7 @@ def test_mixtures_command(tmp_path, capsys):
 def test_mixtures_command_refuses_settings_out_of_range(tmp_path, capsys, flag, value):
     from speechkit.cli import main as speechkit_main
 
-    manifest = _corpus(tmp_path, speakers=("a", "b"), per_speaker=1)
+    manifest = speaker_tones_manifest(tmp_path, speakers=("a", "b"), per_speaker=1)
     arguments = {"--num-mixtures": "2", flag: value}
     with pytest.raises(SystemExit) as stopped:
         speechkit_main(["mixtures", manifest, str(tmp_path / "out"), *[x for pair in arguments.items()
@@ -73,7 +57,7 @@ def test_mixtures_command_refuses_settings_out_of_range(tmp_path, capsys, flag, 
 def test_a_source_without_samples_or_with_nan_is_refused_naming_it(tmp_path, capsys, samples, message):
     from speechkit.cli import main as speechkit_main
 
-    manifest = _corpus(tmp_path, speakers=("a", "b"), per_speaker=1)
+    manifest = speaker_tones_manifest(tmp_path, speakers=("a", "b"), per_speaker=1)
     rows = json.loads(Path(manifest).read_text())
     soundfile.write(tmp_path / "b0.wav", samples, 16000, subtype="FLOAT")
     rows["b-0"]["wav"] = "$data_root/b0.wav"

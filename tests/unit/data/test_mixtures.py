@@ -12,23 +12,7 @@ import torch
 
 from speechkit.data.mixtures import DynamicMixtures, load_sources, mix_sources, plan_mixtures, write_mixtures
 from speechkit.errors import DataError
-
-
-def _corpus(folder: Path, speakers=("a", "b", "c", "d"), per_speaker: int = 3) -> str:
-    """A manifest of short 16 kHz tones, one pitch per speaker, lengths varying per utterance."""
-    rng = np.random.default_rng(0)
-    rows = {}
-    for s, spk in enumerate(speakers):
-        for u in range(per_speaker):
-            n = 4000 + 800 * u + 160 * s
-            t = np.arange(n) / 16000
-            wave = 0.1 * np.sin(2 * np.pi * (150 + 60 * s) * t) + 0.01 * rng.standard_normal(n)
-            path = folder / f"{spk}{u}.flac"
-            soundfile.write(path, wave.astype(np.float32), 16000)
-            rows[f"{spk}-{u}"] = {"wav": f"$data_root/{path.name}", "spk": spk, "duration": n / 16000}
-    manifest = folder / "train.json"
-    manifest.write_text(json.dumps(rows))
-    return str(manifest)
+from tests.unit.data.mixture_sources import speaker_tones_manifest
 
 
 def _digest(folder: Path) -> dict:
@@ -37,7 +21,7 @@ def _digest(folder: Path) -> dict:
 
 
 def test_written_mixtures_are_byte_identical_per_seed_and_speaker_disjoint(tmp_path):
-    manifest = _corpus(tmp_path)
+    manifest = speaker_tones_manifest(tmp_path)
     replacements = {"data_root": str(tmp_path)}
     for name in ("one", "two"):
         write_mixtures(manifest, str(tmp_path / name), "test", 6, seed=3, replacements=replacements,
@@ -59,7 +43,7 @@ def test_written_mixtures_are_byte_identical_per_seed_and_speaker_disjoint(tmp_p
 
 
 def test_three_speakers_max_mode_and_held_out_voices(tmp_path):
-    manifest = _corpus(tmp_path, speakers=("x", "y", "z"))
+    manifest = speaker_tones_manifest(tmp_path, speakers=("x", "y", "z"))
     write_mixtures(manifest, str(tmp_path / "out"), "valid", 4, num_speakers=3, mode="max",
                    replacements={"data_root": str(tmp_path)}, log=lambda *_: None)
     rows = json.loads((tmp_path / "out" / "valid.json").read_text())
@@ -89,14 +73,14 @@ def test_bad_manifests_raise_named_errors(tmp_path):
         plan_mixtures(rows, 2)
     with pytest.raises(DataError, match="3 speakers"):
         plan_mixtures({"u1": {"spk": "a"}, "u2": {"spk": "b"}}, 2, num_speakers=3)
-    manifest = _corpus(tmp_path, speakers=("a",))
+    manifest = speaker_tones_manifest(tmp_path, speakers=("a",))
     with pytest.raises(DataError, match="found 1"):
         write_mixtures(manifest, str(tmp_path / "out"), "test", 2, replacements={"data_root": str(tmp_path)})
     assert not (tmp_path / "out" / "test.json").exists()
 
 
 def test_dynamic_mixing_is_new_each_epoch_and_reproducible(tmp_path):
-    manifest = _corpus(tmp_path)
+    manifest = speaker_tones_manifest(tmp_path)
     sources = load_sources(manifest, 8000, {"data_root": str(tmp_path)})
     mixtures = DynamicMixtures(sources, num_mixtures=5, segment_samples=2000, seed=7)
     first = [mixtures[i] for i in range(5)]
@@ -114,7 +98,7 @@ def test_dynamic_mixing_is_new_each_epoch_and_reproducible(tmp_path):
 def test_dynamic_mixing_resumes_mid_epoch_with_the_same_mixtures(tmp_path):
     from speechkit.data.loader import make_dataloader
 
-    sources = load_sources(_corpus(tmp_path), 8000, {"data_root": str(tmp_path)})
+    sources = load_sources(speaker_tones_manifest(tmp_path), 8000, {"data_root": str(tmp_path)})
 
     def loader():
         dataset = DynamicMixtures(sources, num_mixtures=8, segment_samples=1500, seed=1)
@@ -139,7 +123,7 @@ def test_dynamic_mixing_perturbs_each_source_reproducibly_and_keeps_the_sum(tmp_
     from speechkit.augment import RandomGain, SpeedPerturb
 
     RATE = 8000
-    sources = load_sources(_corpus(tmp_path), RATE, {"data_root": str(tmp_path)})
+    sources = load_sources(speaker_tones_manifest(tmp_path), RATE, {"data_root": str(tmp_path)})
     plain = DynamicMixtures(sources, num_mixtures=4, segment_samples=2000, seed=7)
     perturbed = DynamicMixtures(sources, num_mixtures=4, segment_samples=2000, seed=7,
                                 source_augmentation=SpeedPerturb(speed_range=(0.9, 1.1), sample_rate=RATE))
@@ -159,7 +143,7 @@ def test_dynamic_mixing_perturbs_each_source_reproducibly_and_keeps_the_sum(tmp_
 
 
 def test_anchor_speakers_start_every_mixture_and_leave_other_plans_unchanged(tmp_path):
-    rows = json.loads(Path(_corpus(tmp_path, speakers=("a", "b", "c", "d", "e"))).read_text())
+    rows = json.loads(Path(speaker_tones_manifest(tmp_path, speakers=("a", "b", "c", "d", "e"))).read_text())
     plans = plan_mixtures(rows, 200, num_speakers=2, seed=5, anchor_speakers=["e", "a"])
     assert {plan.sources[0].speaker for plan in plans} == {"a", "e"}
     assert all(plan.sources[0].speaker != plan.sources[1].speaker for plan in plans)
