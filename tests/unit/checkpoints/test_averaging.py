@@ -8,24 +8,12 @@ import pytest
 import torch
 
 from speechkit.brain import Brain
-from speechkit.checkpoints import Checkpointer, read_checkpoint
+from speechkit.checkpoints import read_checkpoint
 from speechkit.checkpoints.averaging import average_state_dicts, best_checkpoints
 from speechkit.checkpoints.selection import select_checkpoint
 from speechkit.cli import main as speechkit_main
 from speechkit.errors import CheckpointError, RunOptionsError
-
-
-def save_three(folder):
-    """Three checkpoints of a Linear+BatchNorm with WER 30, 10, 20 and weights filled with 1, 2, 3."""
-    model = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.BatchNorm1d(2))
-    checkpointer = Checkpointer(folder, {"model": model, "counter": torch.nn.Identity()})
-    for fill, wer in ((1.0, 30.0), (2.0, 10.0), (3.0, 20.0)):
-        with torch.no_grad():
-            for p in model.parameters():
-                p.fill_(fill)
-        model[1].num_batches_tracked.fill_(int(fill))
-        checkpointer.save_checkpoint(meta={"WER": wer})
-    return model, checkpointer
+from tests.unit.checkpoints.saved_checkpoints import save_three
 
 
 def test_best_checkpoints_by_key_and_their_average(tmp_path):
