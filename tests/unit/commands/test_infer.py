@@ -8,21 +8,9 @@ import pytest
 
 from speechkit.errors import JobError
 from speechkit.jobs import job_status
-from speechkit.pretrained import Vocoder
-from speechkit.pretrained.mel_embeddings import write_embeddings
-from tests.helpers.job_models import write_manifest, write_vocoder_model
+from tests.unit.jobs import generate_files
 
-
-@pytest.fixture(scope="module")
-def files(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("generate-job-files")
-    model = write_vocoder_model(folder / "vocoder")
-    audio = json.loads(write_manifest(folder / "data", count=3, max_words=2).read_text())
-    ids = sorted(audio)
-    # 3 inputs + 4 blends = 7 items: not a multiple of the batch sizes below.
-    vocoder = Vocoder.from_hparams(str(model))
-    manifest = write_embeddings(vocoder, audio, folder / "emb", [(ids[0], ids[2])], steps=4)
-    return {"model": model, "manifest": manifest}
+files = generate_files.files  # a shared fixture: pytest finds it under this name
 
 
 def test_the_infer_command_reads_the_mel_field_by_default(files, tmp_path):
