@@ -23,6 +23,9 @@ from speechkit.data.manifest import (
     load_manifest,
 )
 from speechkit.errors import ManifestError
+from tests.unit.data import fairseq_tree
+
+tree = fairseq_tree.tree  # a shared fixture: pytest finds it under this name
 
 
 def make_tree(root, count, rate=16000):
@@ -30,16 +33,6 @@ def make_tree(root, count, rate=16000):
         speaker = f"spk{index % 3}"
         audio.write(root / speaker / f"{speaker}-utt{index:03d}.flac", torch.zeros(160 * (index + 1)), rate)
     (root / "notes.txt").write_text("not audio")
-
-
-@pytest.fixture
-def tree(tmp_path):
-    """Three FLAC files in two speaker folders, with known sample counts."""
-    root = tmp_path / "corpus"
-    sizes = {"s1/u1.flac": 1600, "s1/u2.flac": 3203, "s2/u3.flac": 800}
-    for relative, samples in sizes.items():
-        audio.write(root / relative, torch.zeros(samples), 16000)
-    return root, sizes
 
 
 @pytest.fixture

@@ -14,16 +14,9 @@ from speechkit.data.fairseq_manifest import (
 )
 from speechkit.data.manifest import load_manifest
 from speechkit.errors import ManifestError
+from tests.unit.data import fairseq_tree
 
-
-@pytest.fixture
-def tree(tmp_path):
-    """Three FLAC files in two speaker folders, with known sample counts."""
-    root = tmp_path / "corpus"
-    sizes = {"s1/u1.flac": 1600, "s1/u2.flac": 3203, "s2/u3.flac": 800}
-    for relative, samples in sizes.items():
-        audio.write(root / relative, torch.zeros(samples), 16000)
-    return root, sizes
+tree = fairseq_tree.tree  # a shared fixture: pytest finds it under this name
 
 
 def test_reading_with_labels_through_load_manifest_and_dataset(tree, tmp_path):
