@@ -4,22 +4,13 @@ from __future__ import annotations
 import json
 
 import numpy as np
-import pytest
 import soundfile
 
 from speechkit.cli import main as speechkit_main
 from speechkit.pretrained import SeparationModel
-from tests.helpers.job_models import write_features_model, write_manifest, write_separation_model
+from tests.unit.jobs import audio_job_files
 
-ITEMS = 7  # not a multiple of the batch sizes below
-
-
-@pytest.fixture(scope="module")
-def files(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("audio-job-files")
-    return {"separator": write_separation_model(folder / "separator"),
-            "features": write_features_model(folder / "features"),
-            "manifest": write_manifest(folder / "data", count=ITEMS, max_words=3)}
+files = audio_job_files.files  # a shared fixture: pytest finds it under this name
 
 
 def test_separate_command_keeps_files_of_one_name_apart(files, tmp_path, capsys):

@@ -13,17 +13,10 @@ from speechkit.errors import AudioError, JobError
 from speechkit.jobs import JobConfig, merge_job, run_job
 from speechkit.jobs.audio_tasks import parse_layer
 from speechkit.pretrained import SeparationModel, Wav2Vec2Features
-from tests.helpers.job_models import write_features_model, write_manifest, write_separation_model
+from tests.unit.jobs import audio_job_files
+from tests.unit.jobs.audio_job_files import ITEMS
 
-ITEMS = 7  # not a multiple of the batch sizes below
-
-
-@pytest.fixture(scope="module")
-def files(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("audio-job-files")
-    return {"separator": write_separation_model(folder / "separator"),
-            "features": write_features_model(folder / "features"),
-            "manifest": write_manifest(folder / "data", count=ITEMS, max_words=3)}
+files = audio_job_files.files  # a shared fixture: pytest finds it under this name
 
 
 def _config(files, model, out, **options) -> JobConfig:
