@@ -17,6 +17,7 @@ from speechkit.errors import CheckpointError  # noqa: E402
 from speechkit.models.wav2vec2 import Wav2Vec2Config, Wav2Vec2Model  # noqa: E402
 from speechkit.pretrained.huggingface.encoders import export_encoder, load_encoder  # noqa: E402
 from speechkit.pretrained.wav2vec2_features import Wav2Vec2Features  # noqa: E402
+from tests.unit.pretrained.huggingface.padded_waveforms import waveforms  # noqa: E402
 
 ATOL = 1e-5
 COMMON = dict(conv_dim=[24, 24, 32], conv_kernel=[10, 3, 3], conv_stride=[5, 2, 2], hidden_size=32,
@@ -45,14 +46,6 @@ def hf_model(case: str, seed: int = 1):
         for parameter in model.parameters():
             parameter.add_(torch.randn_like(parameter) * 0.05)
     return model
-
-
-def waveforms(lengths, seed=0):
-    generator = torch.Generator().manual_seed(seed)
-    wav = torch.zeros(len(lengths), max(lengths))
-    for index, length in enumerate(lengths):
-        wav[index, :length] = torch.randn(length, generator=generator)
-    return wav, torch.tensor(lengths)
 
 
 def assert_same_outputs(ours: Wav2Vec2Model, theirs, lengths=(3000, 2200)):

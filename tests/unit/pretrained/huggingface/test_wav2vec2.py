@@ -24,6 +24,7 @@ from speechkit.pretrained.huggingface.wav2vec2 import (  # noqa: E402
     export_wav2vec2,
     load_wav2vec2,
 )
+from tests.unit.pretrained.huggingface.padded_waveforms import waveforms  # noqa: E402
 
 ATOL = 1e-5
 
@@ -46,14 +47,6 @@ def hf_model(config: Wav2Vec2Config, seed: int):
         for parameter in model.parameters():
             parameter.add_(torch.randn_like(parameter) * 0.05)
     return model
-
-
-def waveforms(lengths, seed=0):
-    generator = torch.Generator().manual_seed(seed)
-    wav = torch.zeros(len(lengths), max(lengths))
-    for index, length in enumerate(lengths):
-        wav[index, :length] = torch.randn(length, generator=generator)
-    return wav, torch.tensor(lengths)
 
 
 def compare_encoders(ours, theirs, wav, lengths, padded: bool):
