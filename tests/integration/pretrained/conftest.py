@@ -15,6 +15,8 @@ import urllib.parse
 
 import pytest
 
+from tests.helpers import download_cache
+
 
 class _Server:
     """A threading HTTP server with request counters; subclasses give the handler's behaviour."""
@@ -248,13 +250,7 @@ def hub_server(monkeypatch, tmp_path):
         yield server
 
 
-@pytest.fixture(autouse=True)
-def _isolated_cache(monkeypatch, tmp_path):
-    """Keep every test's downloads inside its tmp_path and away from any proxy."""
-    monkeypatch.setenv("SPEECHKIT_CACHE", str(tmp_path / "speechkit-cache"))
-    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
-    monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
-    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+_isolated_cache = download_cache._isolated_cache  # autouse, shared: pytest finds it under this name
 
 
 HERE = str(__import__("pathlib").Path(__file__).parent)

@@ -20,6 +20,7 @@ from speechkit.cli import COMMANDS, build_command_parser, main
 from speechkit.commands.model_source import SOURCE_KINDS, from_hparams_options
 from speechkit.pretrained.sources.fetching import FetchFrom
 from speechkit.pretrained.sources.model_source import ModelSource
+from tests.helpers import download_cache
 from tests.helpers.job_models import write_manifest, write_model, write_separation_model, write_speaker_model
 from tests.helpers.processes import REPO, clean_env
 from tests.integration.pretrained.conftest import FileServer
@@ -87,13 +88,7 @@ def test_the_flags_map_onto_from_hparams():
 # -- each flag reaches the load ------------------------------------------------------------------------
 
 
-@pytest.fixture(autouse=True)
-def _isolated_cache(monkeypatch, tmp_path):
-    """Downloads stay in the test's folder, away from any proxy."""
-    monkeypatch.setenv("SPEECHKIT_CACHE", str(tmp_path / "speechkit-cache"))
-    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
-    monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
-    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+_isolated_cache = download_cache._isolated_cache  # autouse, shared: pytest finds it under this name
 
 
 @pytest.fixture(scope="module")
