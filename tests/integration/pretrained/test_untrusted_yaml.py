@@ -169,11 +169,11 @@ def test_shipped_inference_yamls_are_found():
 def test_shipped_model_folder_loads_from_a_url_without_trust(inference_yaml, file_server, tmp_path):
     """The folder ``speechkit export`` makes from a shipped inference.yaml (random weights, a real tokenizer)
     loads from a URL under the allowlist."""
-    from speechkit.hparams import load_hparams
+    from speechkit.experiment.hparams import load_hparams, standalone_hparams_text
     from speechkit.pretrained.pretrainer import declared_files
     from speechkit.tokenizers import SentencePieceTokenizer
 
-    text = inference_yaml.read_text()
+    text = standalone_hparams_text(inference_yaml)  # as the export writes it (extensions resolved)
     built = load_hparams(inference_yaml)  # trusted: our own file, to write matching weights
     files = declared_files(text)
     (tmp_path / "weights").mkdir()
