@@ -27,7 +27,7 @@ from speechkit.models.wav2vec2.huggingface import (
     family_of,
 )
 from speechkit.pretrained.huggingface.config import MAX_CONFIG_BYTES, check_wav2vec2_config, read_json_config
-from speechkit.pretrained.huggingface.wav2vec2 import write_huggingface_folder
+from speechkit.pretrained.huggingface.wav2vec2 import load_whole, write_huggingface_folder
 from speechkit.pretrained.loading import load_weights
 from speechkit.pretrained.sources.fetching import fetch
 from speechkit.pretrained.sources.limits import DEFAULT_LIMITS
@@ -91,14 +91,7 @@ def load_encoder(source: Union[str, os.PathLike], savedir: Optional[Union[str, o
     expected = model.state_dict()
     # transformers leaves the mask embedding out when its config masks nothing; keep ours then.
     ours.setdefault("masked_embedding", expected["masked_embedding"])
-    missing = sorted(set(expected) - set(ours))
-    unexpected = sorted(set(ours) - set(expected))
-    wrong = sorted(key for key in set(ours) & set(expected) if ours[key].shape != expected[key].shape)
-    if missing or unexpected or wrong:
-        raise CheckpointError(f"{weights_path}: does not fit the {model_type} encoder of {config_path} "
-                              f"(missing {missing[:5]}, unexpected {unexpected[:5]}, wrong shape "
-                              f"{wrong[:5]})")
-    model.load_state_dict(ours)
+    load_whole(model, ours, f"{weights_path}: does not fit the {model_type} encoder of {config_path}")
     return model, extra, model_type
 
 

@@ -156,15 +156,21 @@ def load_wav2vec2(source: Union[str, os.PathLike], savedir: Optional[Union[str, 
         # transformers leaves the mask embedding out when its config masks nothing; keep ours.
         name = "wav2vec2.masked_embedding" if pretraining else "masked_embedding"
         ours[name] = expected[name]
-    missing_keys = sorted(set(expected) - set(ours))
-    unexpected = sorted(set(ours) - set(expected))
-    wrong = sorted(key for key in set(ours) & set(expected) if ours[key].shape != expected[key].shape)
-    if missing_keys or unexpected or wrong:
-        raise CheckpointError(f"{weights_path}: does not fit the wav2vec 2.0 model of {config_path} "
-                              f"(missing {missing_keys[:5]}, unexpected {unexpected[:5]}, wrong shape "
-                              f"{wrong[:5]})")
-    model.load_state_dict(ours)
+    load_whole(model, ours, f"{weights_path}: does not fit the wav2vec 2.0 model of {config_path}")
     return model, extra
+
+
+def load_whole(model, state: dict, does_not_fit: str) -> None:
+    """Load ``state`` into ``model`` only if every key is there with its shape; else raise CheckpointError
+    starting with ``does_not_fit`` and naming the first missing, unexpected and wrongly shaped keys."""
+    expected = model.state_dict()
+    missing = sorted(set(expected) - set(state))
+    unexpected = sorted(set(state) - set(expected))
+    wrong = sorted(key for key in set(state) & set(expected) if state[key].shape != expected[key].shape)
+    if missing or unexpected or wrong:
+        raise CheckpointError(f"{does_not_fit} (missing {missing[:5]}, unexpected {unexpected[:5]}, wrong "
+                              f"shape {wrong[:5]})")
+    model.load_state_dict(state)
 
 
 def export_wav2vec2(model: Union[Wav2Vec2Model, Wav2Vec2Pretraining], folder: Union[str, os.PathLike],

@@ -119,3 +119,19 @@ def test_exported_folder_loads_in_transformers_with_equal_outputs(tmp_path, vari
     again, _ = load_wav2vec2(tmp_path / "exported")
     for name, tensor in ours.state_dict().items():
         assert torch.equal(again.state_dict()[name], tensor), name
+
+
+def test_weights_that_do_not_fit_the_model_are_refused_naming_the_keys_and_nothing_is_loaded():
+    from speechkit.errors import CheckpointError
+    from speechkit.pretrained.huggingface.wav2vec2 import load_whole
+
+    model = torch.nn.Linear(2, 3)
+    before = {key: value.clone() for key, value in model.state_dict().items()}
+    state = {"weight": torch.zeros(3, 3), "scale": torch.ones(1)}  # a wrong shape, no bias, one key too many
+    refusal = (r"^w.safetensors: does not fit \(missing \['bias'\], unexpected \['scale'\], "
+               r"wrong shape \['weight'\]\)$")
+    with pytest.raises(CheckpointError, match=refusal):
+        load_whole(model, state, "w.safetensors: does not fit")
+    assert all(torch.equal(model.state_dict()[key], value) for key, value in before.items())
+    load_whole(model, {"weight": torch.ones(3, 2), "bias": torch.ones(3)}, "unused")
+    assert torch.equal(model.weight, torch.ones(3, 2))
