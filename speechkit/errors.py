@@ -56,6 +56,13 @@ class FetchError(SpeechkitError):
     """A pretrained file cannot be fetched (missing, offline, interrupted, wrong checksum)."""
 
 
+class FetchNotFoundError(FetchError):
+    """The source has no such file: a local folder without it, an HTTP 404 or 410 answer, a Hub repo without
+    that entry, or, offline, a file the cache recorded as absent when it was last asked for. Any other failure
+    (a size limit, a timeout, a server error, an unsafe name) is a plain :class:`FetchError`, so a caller may
+    take "not there" as an answer about the folder's layout without mistaking a failure for one."""
+
+
 class UnsafeSourceError(SpeechkitError):
     """A file from a non-local source asked to build an object outside the allowlist."""
 

@@ -31,7 +31,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--chunk-ms", type=number(float, 0.0, above=True), default=320.0,
                         help="Chunk length for --stream (ms).")
     parser.add_argument("--whisper", action="store_true",
-                        help="The source is a Hugging Face Whisper folder (detected for local folders).")
+                        help="The source is a Hugging Face Whisper folder (detected by its config.json when "
+                             "it has no hyperparams.yaml; this skips asking for one).")
     parser.add_argument("--language", default=None, help="Whisper: language code or name (default: detect).")
     parser.add_argument("--task", choices=["transcribe", "translate"], default=None,
                         help="Whisper: the task.")
@@ -43,18 +44,17 @@ def run(args: argparse.Namespace) -> int:
     import torch
 
     from speechkit.pretrained.interfaces import Pretrained
-    from speechkit.pretrained.whisper_asr import WhisperASR, is_whisper_folder
+    from speechkit.pretrained.whisper_asr import WhisperASR
 
-    source = model_source(args)
-    options = from_hparams_options(args)
-    if args.whisper or is_whisper_folder(source):  # a transformers Whisper folder, not a speechkit one
-        model = WhisperASR.from_hparams(source, run_opts={"device": args.device}, **options)
+    loader = WhisperASR if args.whisper else Pretrained  # Pretrained recognises a Whisper folder too
+    model = loader.from_hparams(model_source(args), run_opts={"device": args.device},
+                                **from_hparams_options(args))
+    if isinstance(model, WhisperASR):  # a transformers Whisper folder, not a speechkit one
         for path in args.audio:
             text = model.transcribe_file(path, language=args.language, task=args.task,
                                          beam_size=args.beam_size, timestamps=args.timestamps)
             print(f"{path}\t{text}", flush=True)
         return 0
-    model = Pretrained.from_hparams(source, run_opts={"device": args.device}, **options)
     if args.stream:
         return _stream_files(model, args)
     with Progress("transcribe", len(args.audio), unit="file", enabled=not args.no_progress) as bar:

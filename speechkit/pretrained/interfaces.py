@@ -16,7 +16,6 @@ A model folder (see docs/pretrained.md) holds ``hyperparams.yaml`` declaring ``s
 from __future__ import annotations
 
 import inspect
-import json
 import logging
 import pathlib
 from collections.abc import Sequence
@@ -27,7 +26,7 @@ import torch
 from speechkit.data.audio_policy import shared_policy
 from speechkit.data.trim import trim_batch
 from speechkit.decoding.ctc import ctc_greedy_decode
-from speechkit.errors import DataError, HparamsError
+from speechkit.errors import CheckpointError, DataError, FetchError, FetchNotFoundError, HparamsError
 from speechkit.experiment.hparams import load_hparams
 from speechkit.pretrained.interface_keys import check_interface_keys, describe_value, key_place
 from speechkit.pretrained.registry import interface_for_model_type, interface_named, register_interface
@@ -125,20 +124,19 @@ class Pretrained(torch.nn.Module):
             >>> model = ModelSource.resolve("org/asr-ctc", allow_network=False)      # doctest: +SKIP
             >>> asr = EncoderASR.from_source(model)                                   # doctest: +SKIP
         """
-        if model.local and hparams_file == "hyperparams.yaml":
-            whole = _transformers_folder_interface(cls, model.folder, model.source.path)
-            if whole is not None:  # a transformers Whisper folder: config.json and no hyperparams.yaml
-                return whole.from_hparams(model.source, model.savedir, run_opts=run_opts,
-                                          revision=model.revision, allow_network=model.allow_network,
-                                          cache_dir=model.cache_dir, force_download=model.force_download,
-                                          limits=model.limits, backend=backend)
         where = model.describe(hparams_file)
         if backend == "torchscript" and not model.trusted:
             from speechkit.errors import UnsafeSourceError
 
             raise UnsafeSourceError(f"{where}: a TorchScript file holds code; load it from a remote source "
                                     "only with trust_remote_code=True (or use backend='onnx')")
-        yaml_path, text, guard = _fetch_yaml(model, hparams_file, overrides)
+        try:
+            yaml_path, text, guard = _fetch_yaml(model, hparams_file, overrides)
+        except FetchNotFoundError:  # only "not there": a limit, timeout or server error is no answer
+            whole = _transformers_folder_interface(cls, model, hparams_file)
+            if whole is None:
+                raise
+            return whole.from_source(model, run_opts=run_opts, backend=backend)
         try:
             hparams = load_hparams(yaml_path, overrides, guard=guard)
         except HparamsError as error:
@@ -189,27 +187,39 @@ class Pretrained(torch.nn.Module):
         return wavs, lengths
 
 
-def _transformers_folder_interface(cls, folder: pathlib.Path, source: str):
-    """The interface that loads ``folder`` (``source`` as the user wrote it) when it is a transformers folder
-    without a ``hyperparams.yaml`` (``config.json`` naming a ``model_type`` speechkit loads as a whole
-    recognizer: Whisper), if ``cls`` is a recognizer or ``Pretrained`` itself; None for any other folder.
+def _transformers_folder_interface(cls, model: ModelSource, hparams_file: str):
+    """The interface that loads ``model``'s folder whole when it has no ``hyperparams.yaml``: a transformers
+    folder whose ``config.json`` names a ``model_type`` speechkit loads as a whole recognizer (Whisper), if
+    ``cls`` is a recognizer or ``Pretrained`` itself; None for any other folder (the caller then reports the
+    missing YAML). Called once the YAML was found missing, for a local folder, a Hub repo or a URL alike; the
+    ``config.json`` is fetched through ``model`` (its limits, cache and offline settings).
 
     Raises:
         HparamsError: another kind of interface (speaker, separation, ...) asked to load such a folder.
+        FetchError: ``config.json`` is there but cannot be fetched (a size limit, a timeout, a server error).
     """
-    config = folder / "config.json"
-    if (folder / "hyperparams.yaml").exists() or not config.is_file() or config.stat().st_size > 1 << 20:
+    if hparams_file != "hyperparams.yaml":  # a YAML the caller named: its absence is the answer
         return None
+    from speechkit.pretrained.huggingface.config import MAX_CONFIG_BYTES, read_json_config
+
+    max_bytes = min(MAX_CONFIG_BYTES, (model.limits or DEFAULT_LIMITS).max_yaml_bytes)
     try:
-        model_type = json.loads(config.read_text(encoding="utf-8")).get("model_type")
-    except (ValueError, AttributeError, UnicodeDecodeError):
+        config = model.fetch("config.json", max_bytes=max_bytes)
+    except FetchNotFoundError:
+        return None
+    except FetchError as error:
+        raise FetchError(f"{model.describe(hparams_file)} is missing, and its config.json could not be read "
+                         f"to tell what the folder is: {error}") from None
+    try:
+        model_type = read_json_config(config, model.describe("config.json")).get("model_type")
+    except CheckpointError:  # too large or not a JSON object: not a folder speechkit loads whole
         return None
     interface = interface_for_model_type(model_type)
     if interface is None:
         return None
     if cls is Pretrained or issubclass(cls, EncoderASR):
         return interface
-    raise HparamsError(f"{source}: a {model_type} folder (config.json) is a speech recognizer; "
+    raise HparamsError(f"{model.source.path}: a {model_type} folder (config.json) is a speech recognizer; "
                        f"{cls.__name__} cannot load it ({interface.__name__} or EncoderDecoderASR can)")
 
 

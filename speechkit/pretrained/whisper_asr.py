@@ -13,10 +13,8 @@ Audio of any rate and channel count is read with speechkit's audio loading, aver
 """
 from __future__ import annotations
 
-import os
-import pathlib
 from collections.abc import Sequence
-from typing import Optional
+from typing import Optional, Union
 
 import torch
 
@@ -24,8 +22,9 @@ from speechkit.data import audio
 from speechkit.models.whisper.frontend import SAMPLE_RATE
 from speechkit.models.whisper.transcribe import DecodingOptions, WhisperTranscriber
 from speechkit.pretrained.huggingface.whisper import WhisperFolder, load_whisper_folder
-from speechkit.pretrained.sources.fetching import FetchFrom, default_cache_dir, resolve_source
-from speechkit.pretrained.sources.limits import DEFAULT_LIMITS, SourceLimits
+from speechkit.pretrained.sources.fetching import FetchStrategy
+from speechkit.pretrained.sources.limits import SourceLimits
+from speechkit.pretrained.sources.model_source import ModelSource
 
 
 class WhisperASR(torch.nn.Module):
@@ -51,37 +50,43 @@ class WhisperASR(torch.nn.Module):
 
     @classmethod
     def from_hparams(cls, source, savedir=None, run_opts=None, revision: Optional[str] = None,
-                     allow_network: bool = True, cache_dir=None, force_download: bool = False,
-                     limits: Optional[SourceLimits] = None, backend: str = "torch",
-                     **_ignored) -> WhisperASR:
-        """Fetch and load a Whisper folder (arguments as :meth:`speechkit.pretrained.Pretrained.from_hparams`;
-        a remote folder lands in ``<cache>/models/<source>`` unless ``savedir`` is given). ``backend="onnx"``
-        runs the graphs :func:`speechkit.export.whisper.export_whisper_onnx` wrote into the folder."""
+                     strategy: Union[FetchStrategy, str] = FetchStrategy.SYMLINK, allow_network: bool = True,
+                     cache_dir=None, force_download: bool = False, limits: Optional[SourceLimits] = None,
+                     backend: str = "torch", trust_remote_code: bool = False,
+                     allow: Sequence[str] = ()) -> WhisperASR:
+        """Fetch and load a Whisper folder: the arguments of :meth:`speechkit.pretrained.Pretrained.
+        from_hparams` (a remote folder lands in ``<cache>/models/<source>`` unless ``savedir`` is given;
+        ``trust_remote_code`` and ``allow`` are accepted for the same calls and change nothing: a Whisper
+        folder has no YAML), resolved into a :class:`ModelSource` and passed to :meth:`from_source`."""
+        model = ModelSource.resolve(source, savedir, strategy=strategy, limits=limits, allow=allow,
+                                    revision=revision, allow_network=allow_network, cache_dir=cache_dir,
+                                    force_download=force_download, trust_remote_code=trust_remote_code)
+        return cls.from_source(model, run_opts=run_opts, backend=backend)
+
+    @classmethod
+    def from_source(cls, model: ModelSource, run_opts=None, backend: str = "torch") -> WhisperASR:
+        """Load the Whisper folder ``model`` names, every file fetched through it (its save folder, revision,
+        network and cache settings, limits and ``force_download``). ``backend="onnx"`` runs the graphs
+        :func:`speechkit.export.whisper.export_whisper_onnx` wrote into the folder.
+
+        Example:
+            >>> model = ModelSource.resolve("openai/whisper-tiny", allow_network=False)  # doctest: +SKIP
+            >>> asr = WhisperASR.from_source(model)                                     # doctest: +SKIP
+        """
         if backend not in ("torch", "onnx"):  # checked before anything is fetched
             from speechkit.errors import RunOptionsError
 
             raise RunOptionsError(f"backend {backend!r}: a Whisper folder runs with 'torch' or 'onnx'")
-        fetch_source = resolve_source(source)
-        if savedir is None and fetch_source.kind is not FetchFrom.LOCAL:
-            savedir = default_cache_dir() / "models" / "".join(c if c.isalnum() or c in "._-" else "--"
-                                                                for c in fetch_source.path)
-        folder = load_whisper_folder(fetch_source, savedir, revision=revision, allow_network=allow_network,
-                                     cache_dir=cache_dir, limits=limits, force_download=force_download)
+        folder = load_whisper_folder(model)
         device = (run_opts.get("device") if isinstance(run_opts, dict) else getattr(run_opts, "device",
                                                                                     None)) \
             if run_opts is not None else None
         built = cls(folder, device or "cpu")
         if backend == "onnx":
-            from speechkit.pretrained.sources.fetching import fetch
             from speechkit.pretrained.whisper_onnx import FILES, OnnxWhisper
 
-            limits = limits or DEFAULT_LIMITS
-            paths = [fetch(name, fetch_source, savedir,
-                           strategy="symlink" if savedir is not None else "in_place",
-                           revision=revision, allow_network=allow_network, cache_dir=cache_dir,
-                           max_bytes=limits.max_file_bytes, force_download=force_download)
-                     for name in FILES.values()]
-            runtime = OnnxWhisper(paths[0].parent, folder.model.config)
+            paths = {graph: model.fetch_file(filename) for graph, filename in FILES.items()}
+            runtime = OnnxWhisper(paths, folder.model.config)
             built.transcriber.encode_features = runtime.encode
             built.transcriber.decoder = runtime
         return built
@@ -131,25 +136,4 @@ class WhisperASR(torch.nn.Module):
         return self.transcribe_batch(wavs, lengths)
 
 
-def is_whisper_folder(source) -> bool:
-    """Whether a local ``source`` is a transformers Whisper folder (``config.json`` with ``model_type:
-    whisper`` and no ``hyperparams.yaml``). Remote sources: False (pass them to :class:`WhisperASR`)."""
-    try:
-        resolved = resolve_source(source)
-    except Exception:  # noqa: BLE001 (not a source at all: the caller's loader reports it)
-        return False
-    if resolved.kind is not FetchFrom.LOCAL:
-        return False
-    folder = pathlib.Path(os.path.expanduser(resolved.path))
-    config = folder / "config.json"
-    if (folder / "hyperparams.yaml").exists() or not config.is_file() or config.stat().st_size > 1 << 20:
-        return False
-    import json
-
-    try:
-        return json.loads(config.read_text(encoding="utf-8")).get("model_type") == "whisper"
-    except (ValueError, AttributeError, UnicodeDecodeError):
-        return False
-
-
-__all__: Sequence[str] = ["WhisperASR", "is_whisper_folder"]
+__all__: Sequence[str] = ["WhisperASR"]

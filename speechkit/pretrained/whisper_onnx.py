@@ -55,7 +55,10 @@ class OnnxCache:
 
 class OnnxWhisper:
     """The three graphs of a folder behind the interface the searches use: ``encode(features)`` (the
-    encoder), and a ``decoder`` with ``new_cache(states, capacity)`` and ``step(tokens, cache)``."""
+    encoder), and a ``decoder`` with ``new_cache(states, capacity)`` and ``step(tokens, cache)``.
+
+    ``folder``: the folder holding the :data:`FILES`, or a mapping graph name -> its file (fetched files of a
+    remote folder may lie apart in the download cache)."""
 
     def __init__(self, folder, config, threads=None):
         try:
@@ -69,7 +72,7 @@ class OnnxWhisper:
         options.inter_op_num_threads = 1
         self.sessions = {}
         for name, filename in FILES.items():
-            path = pathlib.Path(folder) / filename
+            path = pathlib.Path(folder[name] if isinstance(folder, dict) else pathlib.Path(folder) / filename)
             if not path.is_file():
                 raise SpeechkitError(f"{path}: missing; write the graphs with export_whisper_onnx first")
             self.sessions[name] = onnxruntime.InferenceSession(str(path), options,

@@ -131,20 +131,13 @@ def load_models(specs: list, device: str = "cpu", **from_hparams_options) -> dic
     ``trust_remote_code``, ``allow``, ``allow_network``, ``revision``, ``cache_dir``, ``backend``).
     """
     from speechkit.pretrained.interfaces import Pretrained
-    from speechkit.pretrained.whisper_asr import WhisperASR, is_whisper_folder
 
     models = {}
     for spec in specs:
         if spec.name in models:
             raise HparamsError(f"two models are named {spec.name!r}; name them with NAME=SOURCE")
-        if is_whisper_folder(spec.source):  # a transformers Whisper folder (config.json, no hyperparams.yaml)
-            options = {key: value for key, value in from_hparams_options.items()
-                       if key in ("revision", "allow_network", "cache_dir", "backend", "force_download",
-                                  "limits")}
-            interface = WhisperASR.from_hparams(spec.source, run_opts={"device": device}, **options)
-        else:
-            interface = Pretrained.from_hparams(spec.source, run_opts={"device": device},
-                                                **from_hparams_options)
+        # A transformers Whisper folder (config.json, no hyperparams.yaml) comes back as a WhisperASR.
+        interface = Pretrained.from_hparams(spec.source, run_opts={"device": device}, **from_hparams_options)
         models[spec.name] = ServedModel(spec.name, interface)
     return models
 

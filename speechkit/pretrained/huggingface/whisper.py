@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Optional, Union
 
 from speechkit.atomic_files import atomic_write
-from speechkit.errors import CheckpointError, FetchError
+from speechkit.errors import CheckpointError, FetchError, FetchNotFoundError
 from speechkit.models.whisper.config import WhisperConfig
 from speechkit.models.whisper.generation_config import WhisperGenerationConfig
 from speechkit.models.whisper.huggingface import state_dict_from_huggingface, state_dict_to_huggingface
@@ -34,8 +34,9 @@ from speechkit.pretrained.huggingface.whisper_config_check import (
     check_whisper_config,
 )
 from speechkit.pretrained.loading import load_weights, save_weights
-from speechkit.pretrained.sources.fetching import fetch
+from speechkit.pretrained.sources.fetching import network_allowed
 from speechkit.pretrained.sources.limits import DEFAULT_LIMITS, SourceLimits
+from speechkit.pretrained.sources.model_source import ModelSource
 
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 #: Largest tokenizer file read (tokenizer.json of the multilingual models is about 2.5 MB).
@@ -56,32 +57,43 @@ class WhisperFolder:
 
 def load_whisper_folder(source, savedir=None, *, revision: Optional[str] = None, allow_network: bool = True,
                         cache_dir=None, limits: Optional[SourceLimits] = None,
-                        force_download: bool = False, local: Optional[bool] = None) -> WhisperFolder:
+                        force_download: bool = False) -> WhisperFolder:
     """Fetch and build a Whisper folder.
 
     Arguments:
-        source: a local folder, a Hub repo id, a URL or a ``FetchSource``.
+        source: a :class:`~speechkit.pretrained.sources.model_source.ModelSource` (whose settings are used;
+            the other arguments are then ignored), a local folder, a Hub repo id, a URL or a ``FetchSource``.
         savedir: where fetched files appear (default: in place / the cache).
         limits: size bounds on remote files (default :data:`DEFAULT_LIMITS`).
 
     Raises:
-        FetchError: a required file is missing (``config.json``, the weights, ``generation_config.json``).
+        FetchError: a required file is missing (``config.json``, the weights, ``generation_config.json``), or
+            any file cannot be fetched (size limit, timeout, server error: an optional file is skipped only
+            when the source does not have it).
         CheckpointError: a JSON file out of bounds or of the wrong type (naming file and key), an unsupported
             variant, or weights that do not fit the config.
     """
-    limits = limits or DEFAULT_LIMITS
-    strategy = "symlink" if savedir is not None else "in_place"
-    options = dict(savedir=savedir, strategy=strategy, revision=revision, allow_network=allow_network,
-                   cache_dir=cache_dir, force_download=force_download)
+    if isinstance(source, ModelSource):
+        model_source = source
+    else:
+        model_source = ModelSource(source, savedir, "symlink" if savedir is not None else "in_place",
+                                   revision=revision, allow_network=allow_network, cache_dir=cache_dir,
+                                   force_download=force_download, limits=limits or DEFAULT_LIMITS)
+    limits = model_source.limits or DEFAULT_LIMITS
+    source = model_source.source.path
 
     def get(name: str, max_bytes: int):
-        return fetch(name, source, max_bytes=max_bytes, **options)
+        return model_source.fetch(name, max_bytes=max_bytes)
 
     def optional(name: str, max_bytes: int):
         try:
             return get(name, max_bytes)
-        except FetchError:
+        except FetchNotFoundError:
             return None
+        except FetchError:
+            if network_allowed(model_source.allow_network):
+                raise
+            return None  # offline and not cached: whether the source has it cannot be asked
 
     files = {}
     files["config.json"] = get("config.json", MAX_CONFIG_BYTES)

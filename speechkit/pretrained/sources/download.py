@@ -32,7 +32,7 @@ import urllib.request
 from pathlib import Path
 from typing import Optional
 
-from speechkit.errors import FetchError
+from speechkit.errors import FetchError, FetchNotFoundError
 
 logger = logging.getLogger(__name__)
 
@@ -90,8 +90,9 @@ def download(url: str, destination: Path, sha256: Optional[str], where: str, val
 
     Raises:
         FetchError: HTTP error, a short body or a sha256 mismatch (the part file is removed), a file over
-            ``max_bytes``; :class:`ServerUnavailable` for no answer, a 5xx or a cut connection (the part file
-            is kept for the next attempt). The message names ``where``.
+            ``max_bytes``; :class:`~speechkit.errors.FetchNotFoundError` for a 404 or 410 answer;
+            :class:`ServerUnavailable` for no answer, a 5xx or a cut connection (the part file is kept for the
+            next attempt). The message names ``where``.
     """
     part = destination.with_name(f".{destination.name}.part")
     record = part.with_name(part.name + ".json")
@@ -116,7 +117,8 @@ def download(url: str, destination: Path, sha256: Optional[str], where: str, val
             _remove(part, record)
             return download(url, destination, sha256, where, validator, max_bytes, stall_timeout_s,
                             download_timeout_s)
-        kind = ServerUnavailable if error.code >= 500 else FetchError
+        kind = ServerUnavailable if error.code >= 500 else FetchNotFoundError if error.code in (404, 410) \
+            else FetchError
         raise kind(f"cannot fetch {where}: HTTP {error.code} {error.reason}") from None
     except (urllib.error.URLError, http.client.HTTPException, OSError) as error:
         raise ServerUnavailable(f"cannot fetch {where}: no answer ({type(error).__name__}: "

@@ -45,7 +45,7 @@ from typing import Optional, Union
 
 import filelock
 
-from speechkit.errors import FetchError
+from speechkit.errors import FetchError, FetchNotFoundError
 from speechkit.pretrained.sources.download import (
     DEFAULT_DOWNLOAD_TIMEOUT_S,
     DEFAULT_STALL_TIMEOUT_S,
@@ -228,7 +228,9 @@ def fetch(
         The path of the usable file.
 
     Raises:
-        FetchError: naming the file and the source (missing, offline, interrupted, checksum mismatch).
+        FetchError: naming the file and the source (missing, offline, interrupted, checksum mismatch);
+            :class:`~speechkit.errors.FetchNotFoundError` when the source has no such file (a missing local
+            file, HTTP 404 or 410, a missing Hub entry; offline: one the cache recorded as missing).
     """
     fetch_source = resolve_source(source)
     strategy = as_strategy(strategy)
@@ -287,7 +289,8 @@ def _local_file(filename: str, source: FetchSource) -> pathlib.Path:
         hint = ""
         if _REPO_ID.match(source.path) and "/" in source.path:
             hint = f" (for the Hub repo, pass FetchSource('huggingface', '{source.path}'))"
-        raise FetchError(f"cannot fetch '{filename}' from {describe(source)}: {path} does not exist{hint}")
+        raise FetchNotFoundError(f"cannot fetch '{filename}' from {describe(source)}: {path} does not "
+                                 f"exist{hint}")
     return path
 
 
@@ -313,6 +316,10 @@ def _url_file(filename, source, online, cache_dir, sha256, lock_timeout_s, force
         return cached  # offline, or a read-only cache that could not take a newer file anyway: no lock
     if _is_usable(cached, sha256) and sha256 is not None and not force_download:
         return cached  # pinned by its digest: the server cannot change what is used
+    absent = absence_marker(cached)
+    if not online and not cached.is_file() and absent.is_file():
+        raise FetchNotFoundError(f"offline (HF_HUB_OFFLINE=1 or allow_network=False): {where} was not on the "
+                                 f"server when last asked ({absent})")
     if not online:
         raise FetchError(f"offline (HF_HUB_OFFLINE=1 or allow_network=False): {where} is not in the cache "
                          f"{cached}; fetch it once on a machine with network access into the same cache")
@@ -326,6 +333,10 @@ def _url_file(filename, source, online, cache_dir, sha256, lock_timeout_s, force
             outcome = download(url, cached, sha256, where, validator=validator, max_bytes=limits.cap,
                                stall_timeout_s=limits.stall_timeout_s,
                                download_timeout_s=limits.download_timeout_s)
+        except FetchNotFoundError:
+            # Recorded, as huggingface_hub records a missing entry, so that offline the answer is still known.
+            absent.touch()
+            raise
         except FetchError as error:
             if validator is None or not isinstance(error, ServerUnavailable):
                 raise
@@ -334,7 +345,15 @@ def _url_file(filename, source, online, cache_dir, sha256, lock_timeout_s, force
             return cached
         if outcome is NOT_MODIFIED:
             logger.debug("%s: not modified since it was cached", where)
+        if absent.exists():
+            absent.unlink()
     return cached
+
+
+def absence_marker(cached: pathlib.Path) -> pathlib.Path:
+    """The file beside a URL cache entry recording that the server answered "not found" for it (404 or 410):
+    offline, the file counts as absent rather than merely not downloaded. A later download removes it."""
+    return cached.with_name(f".{cached.name}.absent")
 
 
 def _cached_validator(cached: pathlib.Path, sha256: Optional[str]) -> Optional[dict]:

@@ -14,7 +14,7 @@ import os
 import pathlib
 from typing import Optional
 
-from speechkit.errors import FetchError
+from speechkit.errors import FetchError, FetchNotFoundError
 
 
 def hub_cache_dir(cache_dir) -> Optional[str]:
@@ -46,6 +46,9 @@ def hub_file(filename: str, repo_id: str, revision: Optional[str], online: bool,
             endpoint=os.environ.get("HF_ENDPOINT") or None,
         )
     except LocalEntryNotFoundError as error:
+        if not online and _known_absent(repo_id, filename, revision, cache_dir):
+            raise FetchNotFoundError(f"offline (HF_HUB_OFFLINE=1 or allow_network=False): {where} was not in "
+                                     "the repo when last asked (recorded in the Hub cache)") from None
         if not online:
             cache = hub_cache_dir(cache_dir) or "(huggingface_hub default)"
             raise FetchError(f"offline (HF_HUB_OFFLINE=1 or allow_network=False): {where} is not in the "
@@ -54,7 +57,7 @@ def hub_file(filename: str, repo_id: str, revision: Optional[str], online: bool,
         raise FetchError(f"cannot fetch {where}: the Hub is unreachable and the file is not cached "
                          f"({error})") from None
     except EntryNotFoundError:
-        raise FetchError(f"cannot fetch {where}: the repo has no such file") from None
+        raise FetchNotFoundError(f"cannot fetch {where}: the repo has no such file") from None
     except RepositoryNotFoundError:
         raise FetchError(f"cannot fetch {where}: no such repo (or it is private and no token was "
                          "given)") from None
@@ -63,6 +66,19 @@ def hub_file(filename: str, repo_id: str, revision: Optional[str], online: bool,
     except Exception as error:  # huggingface_hub's HTTP errors derive from its own hierarchy
         raise FetchError(f"cannot fetch {where}: {type(error).__name__}: {error}") from None
     return pathlib.Path(path)
+
+
+def _known_absent(repo_id: str, filename: str, revision: Optional[str], cache_dir) -> bool:
+    """Whether huggingface_hub's cache recorded ``filename`` as missing from the repo at ``revision`` (it
+    does when the Hub answered "entry not found")."""
+    from huggingface_hub import _CACHED_NO_EXIST, try_to_load_from_cache
+
+    try:
+        found = try_to_load_from_cache(repo_id, filename, cache_dir=hub_cache_dir(cache_dir),
+                                       revision=revision)
+    except Exception:  # noqa: BLE001 (an unreadable cache knows nothing)
+        return False
+    return found is _CACHED_NO_EXIST
 
 
 def _check_hub_size(repo_id: str, filename: str, revision: Optional[str], cap: int, where: str) -> None:

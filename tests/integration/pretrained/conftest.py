@@ -142,7 +142,8 @@ class _Server:
 
 
 class FileServer(_Server):
-    """Serves ``files`` (URL path -> bytes) with an ETag, and byte ranges unless ``ranges`` is False.
+    """Serves ``files`` (URL path -> bytes) with an ETag, and byte ranges unless ``ranges`` is False; a path
+    in ``statuses`` gets that error status, any other unknown path a 404.
     ``drop_after[path] = n`` cuts the connection after n bytes; ``delay_s`` slows every 4 KiB chunk (to make
     concurrent downloads overlap); ``range_requests`` lists the ``Range`` headers received, in order; a
     request whose ``If-None-Match`` matches gets a 304 (counted in ``not_modified``) unless ``validators`` is
@@ -162,9 +163,12 @@ class FileServer(_Server):
         self.not_modified = collections.Counter()  # path -> 304 answers
         self.redirects = {}  # path -> the Location of a 302 answer
         self.drip_s = {}  # path -> seconds between the single bytes of a 1 MiB body
+        self.statuses = {}  # path -> an error status answered instead of the file (500, 403, ...)
 
     def answer(self, handler, head):
         path = urllib.parse.unquote(urllib.parse.urlsplit(handler.path).path)
+        if path in self.statuses:
+            return self.send_error(handler, self.statuses[path])
         if path in self.redirects:
             return self.send_error(handler, 302, {"Location": self.redirects[path]})
         if path in self.drip_s:
@@ -254,6 +258,20 @@ _isolated_cache = download_cache._isolated_cache  # autouse, shared: pytest find
 
 
 HERE = str(__import__("pathlib").Path(__file__).parent)
+
+
+@pytest.fixture(scope="module")
+def whisper_folder(tmp_path_factory):
+    """A tiny random Whisper folder written by transformers (config.json, weights, tokenizer, generation
+    config; no hyperparams.yaml)."""
+    transformers = pytest.importorskip("transformers")
+    pytest.importorskip("tokenizers")
+    from tests.helpers.whisper_folders import build_whisper_folder
+
+    transformers.logging.set_verbosity_error()
+    path = tmp_path_factory.mktemp("whisper-folder")
+    build_whisper_folder(str(path), eos_scale=1.3, generation_overrides={"max_length": 12})
+    return path
 
 
 @pytest.fixture

@@ -16,17 +16,9 @@ pytest.importorskip("tokenizers")
 from speechkit.errors import CheckpointError  # noqa: E402
 from speechkit.pretrained import WhisperASR  # noqa: E402
 from speechkit.pretrained.huggingface.whisper import load_whisper_folder  # noqa: E402
-from tests.helpers.whisper_folders import build_whisper_folder  # noqa: E402
 
 transformers.logging.set_verbosity_error()
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-
-
-@pytest.fixture(scope="module")
-def whisper_folder(tmp_path_factory):
-    path = tmp_path_factory.mktemp("whisper-folder")
-    build_whisper_folder(str(path), eos_scale=1.3, generation_overrides={"max_length": 12})
-    return path
 
 
 def _audio(tmp_path, rate=8000, seconds=2.0, name="a.wav"):

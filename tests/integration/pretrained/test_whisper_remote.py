@@ -1,0 +1,180 @@
+"""A Whisper folder on a server (a URL, a local Hub) loads through the generic loaders as a local one does: a
+"not found" answer for ``hyperparams.yaml`` (and only that) leads to its ``config.json``; offline from the
+cache afterwards; the command line; the ONNX backend; and the errors that must not turn into a Whisper
+attempt."""
+import dataclasses
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import soundfile
+import torch
+
+pytest.importorskip("transformers")
+pytest.importorskip("tokenizers")
+
+from speechkit.errors import FetchError, FetchNotFoundError, HparamsError  # noqa: E402
+from speechkit.pretrained import (  # noqa: E402
+    EncoderDecoderASR,
+    ModelSource,
+    Pretrained,
+    SpeakerRecognition,
+    WhisperASR,
+)
+from speechkit.pretrained.sources.limits import DEFAULT_LIMITS  # noqa: E402
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+FOLDER = "/models/whisper"
+
+
+def _serve(server, folder, prefix=FOLDER, skip=()):
+    for name in os.listdir(folder):
+        if name not in skip:
+            server.files[f"{prefix}/{name}"] = (folder / name).read_bytes()
+    return f"{server.url}{prefix}"
+
+
+def _requests(server) -> int:
+    return sum(server.counts.values())
+
+
+def _wave(seed=5):
+    return torch.randn(16000, generator=torch.Generator().manual_seed(seed)) * 0.3
+
+
+@pytest.fixture(scope="module")
+def expected(whisper_folder):
+    """What the local folder transcribes from ``_wave()``."""
+    return WhisperASR.from_hparams(str(whisper_folder)).transcribe_batch(_wave()[None], language="en")
+
+
+def test_url_folder_loads_through_the_generic_loaders_then_offline_from_the_cache(whisper_folder, expected,
+                                                                                  file_server):
+    url = _serve(file_server, whisper_folder)
+    for interface in (Pretrained, EncoderDecoderASR):
+        loaded = interface.from_hparams(url)
+        assert isinstance(loaded, WhisperASR)
+        assert loaded.transcribe_batch(_wave()[None], language="en") == expected
+    assert file_server.gets(f"{FOLDER}/hyperparams.yaml") == 2  # asked each time, answered 404
+    with pytest.raises(HparamsError, match=r"a whisper folder \(config.json\) is a speech recognizer; "
+                                           "SpeakerRecognition cannot load it"):
+        SpeakerRecognition.from_hparams(url)
+
+    before = _requests(file_server)
+    offline = Pretrained.from_hparams(url, allow_network=False)
+    assert isinstance(offline, WhisperASR)
+    assert offline.transcribe_batch(_wave()[None], language="en") == expected
+    assert _requests(file_server) == before  # the recorded 404 and the cached files answer everything
+
+
+def test_hub_repo_loads_through_the_generic_loaders_then_offline_from_the_cache(whisper_folder, expected,
+                                                                                hub_server, tmp_path):
+    files = {name: (whisper_folder / name).read_bytes() for name in os.listdir(whisper_folder)}
+    hub_server.repos["org/whisper-mini"] = {"main": files}
+    loaded = Pretrained.from_hparams("org/whisper-mini", savedir=tmp_path / "saved")
+    assert isinstance(loaded, WhisperASR)
+    assert loaded.transcribe_batch(_wave()[None], language="en") == expected
+    assert (tmp_path / "saved" / "config.json").is_symlink()  # fetched into the savedir the caller chose
+
+    before = _requests(hub_server)
+    offline = EncoderDecoderASR.from_hparams("org/whisper-mini", savedir=tmp_path / "saved",
+                                             allow_network=False)
+    assert offline.transcribe_batch(_wave()[None], language="en") == expected
+    assert _requests(hub_server) == before
+
+
+@pytest.mark.parametrize("config", [None, b'{"model_type": "wav2vec2"}', b"not json {", b"[1, 2]"])
+def test_a_folder_with_neither_yaml_nor_whisper_config_keeps_the_missing_yaml_error(file_server, config):
+    file_server.files[f"{FOLDER}/model.ckpt"] = b"weights"
+    if config is not None:
+        file_server.files[f"{FOLDER}/config.json"] = config
+    url = f"{file_server.url}{FOLDER}"
+    with pytest.raises(FetchNotFoundError) as error:
+        Pretrained.from_hparams(url)
+    assert str(error.value) == (f"cannot fetch 'hyperparams.yaml' from URL '{url}/hyperparams.yaml': "
+                                "HTTP 404 Not Found")
+
+
+def test_a_yaml_named_by_the_caller_is_not_replaced_by_the_config(whisper_folder, file_server):
+    url = _serve(file_server, whisper_folder)
+    with pytest.raises(FetchNotFoundError, match="inference.yaml"):
+        Pretrained.from_hparams(url, hparams_file="inference.yaml")
+    assert file_server.gets(f"{FOLDER}/config.json") == 0
+
+
+@pytest.mark.parametrize("failure", ["500", "403", "size limit"])
+def test_other_failures_of_the_yaml_are_not_taken_for_a_whisper_folder(whisper_folder, file_server, failure):
+    url = _serve(file_server, whisper_folder)
+    limits = DEFAULT_LIMITS
+    if failure == "size limit":
+        file_server.files[f"{FOLDER}/hyperparams.yaml"] = b"sample_rate: 16000\n" * 100
+        limits = dataclasses.replace(DEFAULT_LIMITS, max_yaml_bytes=1000)
+    else:
+        file_server.statuses[f"{FOLDER}/hyperparams.yaml"] = int(failure)
+    with pytest.raises(FetchError, match="hyperparams.yaml") as error:
+        Pretrained.from_hparams(url, limits=limits)
+    assert not isinstance(error.value, FetchNotFoundError)
+    assert {"500": "HTTP 500", "403": "HTTP 403", "size limit": "limit of 1000"}[failure] in str(error.value)
+    assert file_server.gets(f"{FOLDER}/config.json") == 0
+
+
+def test_a_config_json_that_cannot_be_fetched_is_reported_with_the_missing_yaml(whisper_folder, file_server):
+    url = _serve(file_server, whisper_folder)
+    file_server.statuses[f"{FOLDER}/config.json"] = 503
+    with pytest.raises(FetchError, match=r"hyperparams.yaml from URL .* is missing, and its config.json could "
+                                         r"not be read to tell what the folder is: .*HTTP 503"):
+        Pretrained.from_hparams(url)
+
+
+def test_from_source_fetches_through_the_model_source(whisper_folder, file_server, tmp_path):
+    url = _serve(file_server, whisper_folder)
+    model = ModelSource.resolve(url, tmp_path / "saved", strategy="copy")
+    asr = WhisperASR.from_source(model)
+    assert (tmp_path / "saved" / "model.safetensors").is_file()
+    assert not (tmp_path / "saved" / "model.safetensors").is_symlink()  # the source's strategy
+    assert asr.folder.tokenizer is not None
+    # Its limits too: weights over the limit are refused as such, not taken for a folder without weights.
+    small = ModelSource.resolve(url, tmp_path / "small",
+                                limits=dataclasses.replace(DEFAULT_LIMITS, max_file_bytes=1000))
+    with pytest.raises(FetchError, match="model.safetensors.*limit of 1000"):
+        WhisperASR.from_source(small)
+    # And offline, a file it never fetched is reported, not fetched.
+    with pytest.raises(FetchError, match="offline"):
+        WhisperASR.from_source(ModelSource.resolve(url, tmp_path / "other", allow_network=False,
+                                                   cache_dir=tmp_path / "empty-cache"))
+
+
+@pytest.mark.slow
+def test_speechkit_transcribe_takes_a_whisper_url(whisper_folder, file_server, tmp_path):
+    url = _serve(file_server, whisper_folder)
+    t = np.arange(16000) / 16000
+    path = tmp_path / "a.wav"
+    soundfile.write(path, (0.4 * np.sin(2 * np.pi * 330 * t)).astype(np.float32), 16000)
+    expected = WhisperASR.from_hparams(str(whisper_folder)).transcribe_file(path, language="en")
+    env = {**os.environ, "PYTHONPATH": REPO, "OMP_NUM_THREADS": "1"}
+    done = subprocess.run([sys.executable, "-m", "speechkit", "transcribe", url, str(path), "--language", "en",
+                           "--no-progress"], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"{path}\t{expected}\n"
+
+
+@pytest.mark.slow
+def test_onnx_backend_from_a_url_gives_the_same_tokens(whisper_folder, file_server, tmp_path):
+    pytest.importorskip("onnxruntime")
+    from speechkit.export.whisper import export_whisper_onnx
+    from speechkit.pretrained.whisper_onnx import OnnxWhisper
+
+    for name in os.listdir(whisper_folder):
+        (tmp_path / name).write_bytes((whisper_folder / name).read_bytes())
+    torch_asr = WhisperASR.from_hparams(str(tmp_path))
+    export_whisper_onnx(torch_asr.model, tmp_path)
+    url = _serve(file_server, tmp_path)
+    onnx_asr = Pretrained.from_hparams(url, backend="onnx")
+    assert isinstance(onnx_asr.transcriber.decoder, OnnxWhisper)
+    wavs, lengths = torch.randn(2, 20000, generator=torch.Generator().manual_seed(6)) * 0.3, \
+        torch.tensor([20000, 12000])
+    for options in (dict(language="en"), dict(timestamps=True, beam_size=2)):
+        assert onnx_asr.transcribe_batch(wavs, lengths, **options) == \
+            torch_asr.transcribe_batch(wavs, lengths, **options)
