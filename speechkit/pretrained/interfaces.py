@@ -26,10 +26,10 @@ import torch
 from speechkit.data.audio_policy import shared_policy
 from speechkit.data.trim import trim_batch
 from speechkit.decoding.ctc import ctc_greedy_decode
-from speechkit.errors import CheckpointError, DataError, FetchError, FetchNotFoundError, HparamsError
+from speechkit.errors import DataError, FetchNotFoundError, HparamsError
 from speechkit.experiment.hparams import load_hparams
 from speechkit.pretrained.interface_keys import check_interface_keys, describe_value, key_place
-from speechkit.pretrained.registry import interface_for_model_type, interface_named, register_interface
+from speechkit.pretrained.registry import interface_named, register_interface
 from speechkit.pretrained.sources.fetching import FetchStrategy
 from speechkit.pretrained.sources.limits import DEFAULT_LIMITS, SourceLimits
 from speechkit.pretrained.sources.model_source import ModelSource
@@ -188,39 +188,21 @@ class Pretrained(torch.nn.Module):
 
 
 def _transformers_folder_interface(cls, model: ModelSource, hparams_file: str):
-    """The interface that loads ``model``'s folder whole when it has no ``hyperparams.yaml``: a transformers
-    folder whose ``config.json`` names a ``model_type`` speechkit loads as a whole recognizer (Whisper), if
-    ``cls`` is a recognizer or ``Pretrained`` itself; None for any other folder (the caller then reports the
-    missing YAML). Called once the YAML was found missing, for a local folder, a Hub repo or a URL alike; the
-    ``config.json`` is fetched through ``model`` (its limits, cache and offline settings).
+    """The interface that loads ``model``'s folder whole (a transformers Whisper folder: ``config.json`` and
+    no ``hyperparams.yaml``; :mod:`speechkit.pretrained.transformers_folders` decides), if ``cls`` is a
+    recognizer or ``Pretrained`` itself; None for any other folder.
 
     Raises:
         HparamsError: another kind of interface (speaker, separation, ...) asked to load such a folder.
-        FetchError: ``config.json`` is there but cannot be fetched (a size limit, a timeout, a server error).
     """
-    if hparams_file != "hyperparams.yaml":  # a YAML the caller named: its absence is the answer
-        return None
-    from speechkit.pretrained.huggingface.config import MAX_CONFIG_BYTES, read_json_config
+    from speechkit.pretrained.transformers_folders import transformers_folder_interface
 
-    max_bytes = min(MAX_CONFIG_BYTES, (model.limits or DEFAULT_LIMITS).max_yaml_bytes)
-    try:
-        config = model.fetch("config.json", max_bytes=max_bytes)
-    except FetchNotFoundError:
-        return None
-    except FetchError as error:
-        raise FetchError(f"{model.describe(hparams_file)} is missing, and its config.json could not be read "
-                         f"to tell what the folder is: {error}") from None
-    try:
-        model_type = read_json_config(config, model.describe("config.json")).get("model_type")
-    except CheckpointError:  # too large or not a JSON object: not a folder speechkit loads whole
-        return None
-    interface = interface_for_model_type(model_type)
-    if interface is None:
-        return None
-    if cls is Pretrained or issubclass(cls, EncoderASR):
+    interface = transformers_folder_interface(model, hparams_file)
+    if interface is None or cls is Pretrained or issubclass(cls, EncoderASR):
         return interface
-    raise HparamsError(f"{model.source.path}: a {model_type} folder (config.json) is a speech recognizer; "
-                       f"{cls.__name__} cannot load it ({interface.__name__} or EncoderDecoderASR can)")
+    raise HparamsError(f"{model.source.path}: a {interface.MODEL_TYPE} folder (config.json) is a speech "
+                       f"recognizer; {cls.__name__} cannot load it ({interface.__name__} or "
+                       "EncoderDecoderASR can)")
 
 
 def _fetch_yaml(model: ModelSource, hparams_file: str, overrides) -> tuple:

@@ -15,22 +15,30 @@ from __future__ import annotations
 
 import pathlib
 
-from speechkit.errors import FetchError
+from speechkit.errors import FetchError, FetchNotFoundError
 from speechkit.pretrained.pretrainer import Pretrainer, declared_files
 from speechkit.pretrained.safety.guard import read_untrusted_yaml
 from speechkit.pretrained.sources.model_source import ModelSource
 from speechkit.pretrained.sources.names import check_pretrainer_names
+from speechkit.pretrained.transformers_folders import transformers_folder_interface
 
 
 def prefetch_model(model: ModelSource, hparams_file: str = "hyperparams.yaml") -> dict:
     """Fetch ``hparams_file`` and the files its pretrainer names into ``model.savedir``.
 
-    Returns file name -> path: ``hparams_file`` first, then each loadable's name. Raises ``FetchError`` or
-    ``UnsafeSourceError`` naming the YAML and its source.
+    Returns file name -> path: ``hparams_file`` first, then each loadable's name; for a transformers folder
+    loaded whole (a Whisper folder: ``config.json`` and no ``hyperparams.yaml``), each of its files. Raises
+    ``FetchError`` or ``UnsafeSourceError`` naming the YAML and its source.
     """
     where = model.describe(hparams_file)
     bounded = not model.local and model.limits is not None
-    yaml_path = model.fetch(hparams_file, max_bytes=model.limits.max_yaml_bytes if bounded else None)
+    try:
+        yaml_path = model.fetch(hparams_file, max_bytes=model.limits.max_yaml_bytes if bounded else None)
+    except FetchNotFoundError:  # a folder loaded whole (Whisper) has none; any other failure is reported
+        whole = transformers_folder_interface(model, hparams_file)
+        if whole is None:
+            raise
+        return whole.fetch_files(model)
     if model.local:
         text = _read_utf8(yaml_path, where)
     else:

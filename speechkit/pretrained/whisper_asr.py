@@ -19,9 +19,10 @@ from typing import Optional, Union
 import torch
 
 from speechkit.data import audio
+from speechkit.errors import FetchNotFoundError
 from speechkit.models.whisper.frontend import SAMPLE_RATE
 from speechkit.models.whisper.transcribe import DecodingOptions, WhisperTranscriber
-from speechkit.pretrained.huggingface.whisper import WhisperFolder, load_whisper_folder
+from speechkit.pretrained.huggingface.whisper import WhisperFolder, fetch_whisper_files, load_whisper_folder
 from speechkit.pretrained.sources.fetching import FetchStrategy
 from speechkit.pretrained.sources.limits import SourceLimits
 from speechkit.pretrained.sources.model_source import ModelSource
@@ -36,6 +37,8 @@ class WhisperASR(torch.nn.Module):
     """
 
     sample_rate = SAMPLE_RATE
+    #: The ``model_type`` of the transformers ``config.json`` this interface loads whole.
+    MODEL_TYPE = "whisper"
 
     def __init__(self, folder: WhisperFolder, device="cpu"):
         super().__init__()
@@ -90,6 +93,20 @@ class WhisperASR(torch.nn.Module):
             built.transcriber.encode_features = runtime.encode
             built.transcriber.decoder = runtime
         return built
+
+    @staticmethod
+    def fetch_files(model: ModelSource) -> dict:
+        """Fetch the folder's files through ``model`` (into its save folder), building nothing: name -> path
+        (``speechkit fetch`` before running offline); the ONNX graphs too when the folder has them."""
+        from speechkit.pretrained.whisper_onnx import FILES
+
+        files = fetch_whisper_files(model)
+        for filename in FILES.values():
+            try:
+                files[filename] = model.fetch_file(filename)
+            except FetchNotFoundError:
+                pass
+        return files
 
     def load_audio(self, path) -> torch.Tensor:
         """(time,) float32 mono waveform at 16 kHz."""

@@ -73,75 +73,84 @@ def load_whisper_folder(source, savedir=None, *, revision: Optional[str] = None,
         CheckpointError: a JSON file out of bounds or of the wrong type (naming file and key), an unsupported
             variant, or weights that do not fit the config.
     """
-    if isinstance(source, ModelSource):
-        model_source = source
-    else:
-        model_source = ModelSource(source, savedir, "symlink" if savedir is not None else "in_place",
-                                   revision=revision, allow_network=allow_network, cache_dir=cache_dir,
-                                   force_download=force_download, limits=limits or DEFAULT_LIMITS)
-    limits = model_source.limits or DEFAULT_LIMITS
-    source = model_source.source.path
+    if not isinstance(source, ModelSource):
+        source = ModelSource(source, savedir, "symlink" if savedir is not None else "in_place",
+                             revision=revision, allow_network=allow_network, cache_dir=cache_dir,
+                             force_download=force_download, limits=limits or DEFAULT_LIMITS)
+    files = fetch_whisper_files(source)
+    config = WhisperConfig.from_huggingface(read_json_config(files["config.json"], str(files["config.json"])),
+                                            str(files["config.json"]))
+    path = files["generation_config.json"]
+    generation = WhisperGenerationConfig.from_dict(read_json_config(path, str(path)), config, str(path))
+    weights_name = next(name for name in WEIGHT_FILES if name in files)
+    model = WhisperModel(config)
+    load_whisper_weights(model, load_weights(files[weights_name]), str(files[weights_name]))
+    tokenizer = None
+    if "tokenizer.json" in files:
+        tokenizer = WhisperTokenizer.from_file(files["tokenizer.json"])
+    elif "vocab.json" in files:
+        tokenizer = WhisperTokenizer.from_vocab_merges(files["vocab.json"], files["merges.txt"],
+                                                       files.get("added_tokens.json"))
+    weights_format = "safetensors" if weights_name.endswith(".safetensors") else "bin"
+    return WhisperFolder(model.eval(), generation, tokenizer, weights_format, files)
 
-    def get(name: str, max_bytes: int):
-        return model_source.fetch(name, max_bytes=max_bytes)
+
+def fetch_whisper_files(source: ModelSource) -> dict:
+    """Fetch a Whisper folder's files through ``source`` (into its save folder), building nothing: name ->
+    path. ``config.json`` and ``generation_config.json`` are checked field by field before the weights are
+    fetched (``model.safetensors``, else ``pytorch_model.bin``); then the tokenizer (``tokenizer.json``, else
+    ``vocab.json`` + ``merges.txt`` with ``added_tokens.json``) and the optional files transformers writes.
+
+    Raises:
+        FetchError, CheckpointError: as :func:`load_whisper_folder`.
+    """
+    limits = source.limits or DEFAULT_LIMITS
+    where = source.source.path
 
     def optional(name: str, max_bytes: int):
         try:
-            return get(name, max_bytes)
+            return source.fetch(name, max_bytes=max_bytes)
         except FetchNotFoundError:
             return None
         except FetchError:
-            if network_allowed(model_source.allow_network):
+            if network_allowed(source.allow_network):
                 raise
             return None  # offline and not cached: whether the source has it cannot be asked
 
-    files = {}
-    files["config.json"] = get("config.json", MAX_CONFIG_BYTES)
+    files = {"config.json": source.fetch("config.json", max_bytes=MAX_CONFIG_BYTES)}
     hf_config = read_json_config(files["config.json"], str(files["config.json"]))
     check_whisper_config(hf_config, str(files["config.json"]))
     config = WhisperConfig.from_huggingface(hf_config, str(files["config.json"]))
-
     path = optional("generation_config.json", MAX_CONFIG_BYTES)
     if path is None:
-        raise FetchError(f"{source}: no generation_config.json (Whisper's special tokens and suppression "
+        raise FetchError(f"{where}: no generation_config.json (Whisper's special tokens and suppression "
                          "rules are read from it)")
     files["generation_config.json"] = path
-    generation_dict = read_json_config(path, str(path))
-    check_generation_config(generation_dict, config.vocab_size, str(path))
-    generation = WhisperGenerationConfig.from_dict(generation_dict, config, str(path))
-
-    weights_path, weights_format = None, None
+    check_generation_config(read_json_config(path, str(path)), config.vocab_size, str(path))
     for name in WEIGHT_FILES:
-        weights_path = optional(name, limits.max_file_bytes)
-        if weights_path is not None:
-            weights_format = "safetensors" if name.endswith(".safetensors") else "bin"
-            files[name] = weights_path
+        path = optional(name, limits.max_file_bytes)
+        if path is not None:
+            files[name] = path
             break
-    if weights_path is None:
-        raise FetchError(f"{source}: no model.safetensors or pytorch_model.bin")
-    model = WhisperModel(config)
-    load_whisper_weights(model, load_weights(weights_path), str(weights_path))
-
-    tokenizer = None
+    else:
+        raise FetchError(f"{where}: no model.safetensors or pytorch_model.bin")
     tokenizer_json = optional("tokenizer.json", MAX_TOKENIZER_BYTES)
     if tokenizer_json is not None:
         files["tokenizer.json"] = tokenizer_json
-        tokenizer = WhisperTokenizer.from_file(tokenizer_json)
     else:
         vocab, merges = optional("vocab.json", MAX_TOKENIZER_BYTES), optional("merges.txt",
                                                                               MAX_TOKENIZER_BYTES)
         if vocab is not None and merges is not None:
-            added = optional("added_tokens.json", MAX_TOKENIZER_BYTES)
             files.update({"vocab.json": vocab, "merges.txt": merges})
+            added = optional("added_tokens.json", MAX_TOKENIZER_BYTES)
             if added is not None:
                 files["added_tokens.json"] = added
-            tokenizer = WhisperTokenizer.from_vocab_merges(vocab, merges, added)
     for name in ("tokenizer_config.json", "preprocessor_config.json", "special_tokens_map.json",
                  "normalizer.json"):
         path = optional(name, MAX_TOKENIZER_BYTES)
         if path is not None:
             files[name] = path
-    return WhisperFolder(model.eval(), generation, tokenizer, weights_format, files)
+    return files
 
 
 def load_whisper_weights(model: WhisperModel, hf_state: dict, where: str) -> None:

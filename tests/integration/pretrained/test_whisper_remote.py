@@ -123,8 +123,8 @@ def test_other_failures_of_the_yaml_are_not_taken_for_a_whisper_folder(whisper_f
 def test_a_config_json_that_cannot_be_fetched_is_reported_with_the_missing_yaml(whisper_folder, file_server):
     url = _serve(file_server, whisper_folder)
     file_server.statuses[f"{FOLDER}/config.json"] = 503
-    with pytest.raises(FetchError, match=r"hyperparams.yaml from URL .* is missing, and its config.json could "
-                                         r"not be read to tell what the folder is: .*HTTP 503"):
+    with pytest.raises(FetchError, match=r"hyperparams.yaml from URL .* is missing, and its config.json "
+                                         r"could not be read to tell what the folder is: .*HTTP 503"):
         Pretrained.from_hparams(url)
 
 
@@ -146,6 +146,27 @@ def test_from_source_fetches_through_the_model_source(whisper_folder, file_serve
                                                    cache_dir=tmp_path / "empty-cache"))
 
 
+def test_speechkit_fetch_prefetches_a_whisper_folder_for_offline_use(whisper_folder, expected, hub_server,
+                                                                     tmp_path, capsys):
+    from speechkit.cli import main as speechkit_main
+
+    files = {name: (whisper_folder / name).read_bytes() for name in os.listdir(whisper_folder)}
+    hub_server.repos["org/whisper-mini"] = {"main": files}
+    assert speechkit_main(["fetch", "org/whisper-mini", "--savedir", str(tmp_path / "pre")]) == 0
+    listed = dict(line.split("\t") for line in capsys.readouterr().out.splitlines())
+    assert {"config.json", "generation_config.json", "model.safetensors", "tokenizer.json"} <= set(listed)
+    assert "whisper_encoder.onnx" not in listed  # the folder has no graphs: nothing to fetch, no error
+    assert (tmp_path / "pre" / "model.safetensors").is_symlink()
+    before = _requests(hub_server)
+    offline = Pretrained.from_hparams("org/whisper-mini", savedir=tmp_path / "run", allow_network=False)
+    assert offline.transcribe_batch(_wave()[None], language="en") == expected
+    assert _requests(hub_server) == before
+    # A repo that is neither a speechkit folder nor a Whisper one keeps the missing YAML's error.
+    hub_server.repos["org/other"] = {"main": {"model.ckpt": b"w"}}
+    assert speechkit_main(["fetch", "org/other", "--savedir", str(tmp_path / "other")]) == 1
+    assert "'hyperparams.yaml' from Hugging Face repo 'org/other'" in capsys.readouterr().err
+
+
 @pytest.mark.slow
 def test_speechkit_transcribe_takes_a_whisper_url(whisper_folder, file_server, tmp_path):
     url = _serve(file_server, whisper_folder)
@@ -154,8 +175,8 @@ def test_speechkit_transcribe_takes_a_whisper_url(whisper_folder, file_server, t
     soundfile.write(path, (0.4 * np.sin(2 * np.pi * 330 * t)).astype(np.float32), 16000)
     expected = WhisperASR.from_hparams(str(whisper_folder)).transcribe_file(path, language="en")
     env = {**os.environ, "PYTHONPATH": REPO, "OMP_NUM_THREADS": "1"}
-    done = subprocess.run([sys.executable, "-m", "speechkit", "transcribe", url, str(path), "--language", "en",
-                           "--no-progress"], capture_output=True, text=True, env=env, timeout=300)
+    done = subprocess.run([sys.executable, "-m", "speechkit", "transcribe", url, str(path), "--language",
+                           "en", "--no-progress"], capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 0, done.stderr
     assert done.stdout == f"{path}\t{expected}\n"
 
