@@ -53,10 +53,10 @@ class WhisperASR(torch.nn.Module):
 
     @classmethod
     def from_hparams(cls, source, savedir=None, run_opts=None, revision: Optional[str] = None,
-                     strategy: Union[FetchStrategy, str] = FetchStrategy.SYMLINK, allow_network: bool = True,
-                     cache_dir=None, force_download: bool = False, limits: Optional[SourceLimits] = None,
-                     backend: str = "torch", trust_remote_code: bool = False,
-                     allow: Sequence[str] = ()) -> WhisperASR:
+                     allow_network: bool = True, cache_dir=None, force_download: bool = False,
+                     limits: Optional[SourceLimits] = None, backend: str = "torch",
+                     strategy: Union[FetchStrategy, str] = FetchStrategy.SYMLINK,
+                     trust_remote_code: bool = False, allow: Sequence[str] = ()) -> WhisperASR:
         """Fetch and load a Whisper folder: the arguments of :meth:`speechkit.pretrained.Pretrained.
         from_hparams` (a remote folder lands in ``<cache>/models/<source>`` unless ``savedir`` is given;
         ``trust_remote_code`` and ``allow`` are accepted for the same calls and change nothing: a Whisper

@@ -335,7 +335,10 @@ def _url_file(filename, source, online, cache_dir, sha256, lock_timeout_s, force
                                download_timeout_s=limits.download_timeout_s)
         except FetchNotFoundError:
             # Recorded, as huggingface_hub records a missing entry, so that offline the answer is still known.
-            absent.touch()
+            try:
+                absent.touch()
+            except OSError as error:  # a cache that takes no new file: offline it is merely not cached
+                logger.debug("cannot record %s as missing in %s: %s", where, absent, error)
             raise
         except FetchError as error:
             if validator is None or not isinstance(error, ServerUnavailable):
