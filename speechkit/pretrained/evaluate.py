@@ -119,7 +119,8 @@ def evaluate(source, manifest, *, output=None, audio_field: str = "wav", text_fi
     # Longest first, ties by id: a deterministic order whose round-robin shards balance the audio.
     order = sorted(data, key=lambda i: (-float(data[i].get("duration", 0.0)), i))
     shard = shard_round_robin(order, ctx.rank, ctx.world_size)
-    normalizer = text_normalizer(normalization, model.hparams)
+    # A Whisper folder (a WhisperASR) has no hyperparams, so declares no normaliser: "model" scores as given.
+    normalizer = text_normalizer(normalization, getattr(model, "hparams", {}))
     stats = ErrorRateStats(normalizer=normalizer)
     shown = ctx.is_main and progress  # rank 0's shard stands for the others'
     with Progress("evaluate", len(shard), unit="utt", enabled=shown) as bar:

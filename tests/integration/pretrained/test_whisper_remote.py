@@ -167,6 +167,33 @@ def test_speechkit_fetch_prefetches_a_whisper_folder_for_offline_use(whisper_fol
     assert "'hyperparams.yaml' from Hugging Face repo 'org/other'" in capsys.readouterr().err
 
 
+def test_speechkit_evaluate_takes_a_whisper_url(file_server, tmp_path):
+    import json
+
+    from speechkit.cli import main as speechkit_main
+    from tests.helpers.whisper_folders import build_whisper_folder
+
+    folder = tmp_path / "whisper"  # a seed whose greedy transcripts have words, so the WER means something
+    build_whisper_folder(str(folder), seed=5, generation_overrides={"max_length": 16})
+    url = _serve(file_server, folder)
+    local = WhisperASR.from_hparams(str(folder))
+    manifest = {}
+    for index in range(3):
+        wave = _wave(seed=10 + index)
+        path = tmp_path / f"u{index}.wav"
+        soundfile.write(path, wave.numpy(), 16000)
+        text = local.transcribe_batch(local.load_audio(path)[None])[0][0]
+        manifest[f"u{index}"] = {"wav": str(path), "duration": 1.0, "text": text}
+    manifest["u2"]["text"] += " extra words"  # one reference the model cannot match
+    (tmp_path / "test.json").write_text(json.dumps(manifest))
+    assert speechkit_main(["evaluate", url, str(tmp_path / "test.json"), "--output", str(tmp_path / "out"),
+                           "--device", "cpu", "--no-progress"]) == 0
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    references = sum(len(row["text"].split()) for row in manifest.values())
+    assert summary["utterances"] == 3
+    assert references > 5 and summary["WER"] == pytest.approx(100.0 * 2 / references)  # the added words
+
+
 @pytest.mark.slow
 def test_speechkit_transcribe_takes_a_whisper_url(whisper_folder, file_server, tmp_path):
     url = _serve(file_server, whisper_folder)
