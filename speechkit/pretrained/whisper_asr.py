@@ -19,7 +19,7 @@ from typing import Optional, Union
 import torch
 
 from speechkit.data import audio
-from speechkit.errors import FetchNotFoundError
+from speechkit.errors import FetchError, FetchNotFoundError
 from speechkit.models.whisper.frontend import SAMPLE_RATE
 from speechkit.models.whisper.transcribe import DecodingOptions, WhisperTranscriber
 from speechkit.pretrained.huggingface.whisper import WhisperFolder, fetch_whisper_files, load_whisper_folder
@@ -97,7 +97,9 @@ class WhisperASR(torch.nn.Module):
     @staticmethod
     def fetch_files(model: ModelSource) -> dict:
         """Fetch the folder's files through ``model`` (into its save folder), building nothing: name -> path
-        (``speechkit fetch`` before running offline); the ONNX graphs too when the folder has them."""
+        (``speechkit fetch`` before running offline); the ONNX graphs too when the folder has them (offline:
+        when the cache has them; the torch backend does not need them)."""
+        from speechkit.pretrained.sources.fetching import network_allowed
         from speechkit.pretrained.whisper_onnx import FILES
 
         files = fetch_whisper_files(model)
@@ -106,6 +108,9 @@ class WhisperASR(torch.nn.Module):
                 files[filename] = model.fetch_file(filename)
             except FetchNotFoundError:
                 pass
+            except FetchError:
+                if network_allowed(model.allow_network):
+                    raise
         return files
 
     def load_audio(self, path) -> torch.Tensor:

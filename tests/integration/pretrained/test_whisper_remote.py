@@ -160,6 +160,9 @@ def test_speechkit_fetch_prefetches_a_whisper_folder_for_offline_use(whisper_fol
     before = _requests(hub_server)
     offline = Pretrained.from_hparams("org/whisper-mini", savedir=tmp_path / "run", allow_network=False)
     assert offline.transcribe_batch(_wave()[None], language="en") == expected
+    capsys.readouterr()
+    assert speechkit_main(["fetch", "org/whisper-mini", "--offline", "--savedir", str(tmp_path / "pre")]) == 0
+    assert set(dict(line.split("\t") for line in capsys.readouterr().out.splitlines())) == set(listed)
     assert _requests(hub_server) == before
     # A repo that is neither a speechkit folder nor a Whisper one keeps the missing YAML's error.
     hub_server.repos["org/other"] = {"main": {"model.ckpt": b"w"}}
