@@ -26,6 +26,7 @@ import speechkit
 from speechkit.data import DynamicItemDataset
 from speechkit.decoding import Lexicon, ctc_greedy_decode, ctc_prefix_beam_search
 from speechkit.metrics import TranscriptErrorRates
+from speechkit.models.wav2vec2 import check_encoder_sizes
 from speechkit.nn.losses import ctc_loss
 from speechkit.pretrained.huggingface.encoders import load_encoder, write_inference_yaml
 from speechkit.pretrained.loading import load_into, load_language_model, load_weights
@@ -90,7 +91,10 @@ def build_encoder(hparams: dict):
         settings = {name: getattr(hparams["config"], name) for name in FINETUNING_SETTINGS}
         encoder.config = encoder.config.replace(**settings)
     elif hparams["pretrained_encoder"]:
-        load_into(encoder, load_weights(hparams["pretrained_encoder"]), hparams["pretrained_encoder"])
+        path = hparams["pretrained_encoder"]
+        state = load_weights(path)
+        check_encoder_sizes(encoder.config, state, path)  # names the config key to change, not only tensors
+        load_into(encoder, state, path)
     # Frozen from the start (fairseq's feature_grad_mult 0). A part of `encoder`, so not a trainable_modules
     # entry: Brain leaves parameters without requires_grad out of the optimizer (and DDP), in train mode.
     encoder.feature_encoder.requires_grad_(False)
@@ -118,6 +122,7 @@ def dataio_prepare(hparams: dict, manifests: dict, tokenizer) -> dict:
 def main(argv):
     run = start(argv, prepare=prepare.prepare_manifests)
     hparams, data_root = run.hparams, {"data_root": run.hparams["data_folder"]}
+    encoder = build_encoder(hparams)  # first: a checkpoint that does not fit stops the run before any work
     # Trained on the training transcripts unless tokenizer_file exists (the ASR template's: to share its LM).
     tokenizer = SentencePieceTokenizer.load_or_train(
         hparams["tokenizer_file"], run.manifests["train"], vocab_size=hparams["vocab_size"],
@@ -126,7 +131,6 @@ def main(argv):
         hard_vocab_limit=hparams["token_type"] != "char", normalizer=hparams["text_normalizer"],
         unknown_characters=hparams["unknown_characters"])
     datasets = dataio_prepare(hparams, run.manifests, tokenizer)
-    encoder = build_encoder(hparams)
     modules = {"normalize": hparams["normalize"], "encoder": encoder,
                "ctc_head": hparams["ctc_head"](d_model=encoder.config.d_model)}
     checkpointer = speechkit.Checkpointer(hparams["save_folder"],

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -17,37 +16,18 @@ import torch
 import speechkit
 from tests.helpers.scripts import load_script
 from tests.recipes.recipe_helpers import run_script
+from tests.recipes.wav2vec2_helpers import (
+    RECIPE,
+    TINY_ENCODER,
+    TINY_MODEL,
+    copy_recipe,
+    options,
+    pretrain_tiny,
+)
 
-RECIPE = Path(__file__).resolve().parents[2] / "recipes" / "SynthSpeech" / "wav2vec2"
-#: A model small enough for a test, then one without dropout (whose draws differ between processes).
-TINY_MODEL = {"num_layers": 1, "d_model": 32, "num_heads": 2, "ffn_dim": 64, "conv_channels": [32] * 7,
-              "pos_conv_kernel": 8, "pos_conv_groups": 4, "codebook_entries": 8, "codevector_dim": 16,
-              "final_dim": 16, "num_negatives": 10}
+#: The tiny model without dropout (whose draws differ between processes).
 NO_DROPOUT = {**TINY_MODEL, "dropout": 0.0, "attention_dropout": 0.0, "feature_dropout": 0.0,
               "quantizer_input_dropout": 0.0}
-
-
-def options(model: dict) -> list:
-    arguments = ["--noprogressbar", "--train_loader_kwargs.num_workers", "0"]
-    for name, value in model.items():
-        arguments += [f"--config.{name}", json.dumps(value).replace(" ", "")]
-    return arguments
-
-
-def copy_recipe(tmp_path: Path, sgd: bool = False) -> Path:
-    # Where they stand in the repository: finetune.yaml extends the ssl_finetune template's train.yaml.
-    recipe = tmp_path / "recipes" / "SynthSpeech" / "wav2vec2"
-    # Copies the linked prepare.py's content; not a user's results/ there (its checkpoints would be resumed).
-    shutil.copytree(RECIPE, recipe, ignore=shutil.ignore_patterns("results"))
-    template = RECIPE.parents[2] / "templates" / "ssl_finetune" / "hparams"
-    shutil.copytree(template, tmp_path / "templates" / "ssl_finetune" / "hparams")
-    if sgd:  # plain SGD: the update is linear in the gradient, so accumulation must match to rounding
-        yaml = recipe / "hparams" / "pretrain.yaml"
-        text = yaml.read_text().replace("!name:torch.optim.AdamW", "!name:torch.optim.SGD")
-        text = "\n".join(line for line in text.splitlines()
-                         if not line.strip().startswith(("betas:", "eps:", "weight_decay:")))
-        yaml.write_text(text + "\n")
-    return recipe
 
 
 def write_audio_corpus(folder: Path, seconds=(1.0, 1.2)) -> Path:
@@ -72,10 +52,7 @@ def write_audio_corpus(folder: Path, seconds=(1.0, 1.2)) -> Path:
 def pretrained(tmp_path_factory, tiny_corpus) -> Path:
     """The recipe folder after a 1-epoch pretraining of a tiny model on the tiny corpus."""
     recipe = copy_recipe(tmp_path_factory.mktemp("w2v"))
-    tiny = ["hparams/pretrain.yaml", "--data_folder", str(tiny_corpus), *options(TINY_MODEL)]
-    run_script(recipe / "pretrain.py", [*tiny, "--number_of_epochs", "1", "--max_tokens", "48000",
-                                        "--global_batch_seconds", "6", "--ckpt_interval_steps", "2",
-                                        "--log_interval_steps", "1"])
+    pretrain_tiny(recipe, tiny_corpus, "--ckpt_interval_steps", "2", "--log_interval_steps", "1")
     return recipe
 
 
@@ -96,10 +73,7 @@ def test_pretraining_logs_every_term_and_runs_in_bf16(pretrained, tiny_corpus):
 
 
 def finetune_options(tiny_corpus: Path, freeze_updates: int, output: str) -> list:
-    sizes = ("num_layers", "d_model", "num_heads", "ffn_dim", "conv_channels", "pos_conv_kernel",
-             "pos_conv_groups")
-    model = {name: value for name, value in TINY_MODEL.items() if name in sizes}
-    return ["hparams/finetune.yaml", "--data_folder", str(tiny_corpus), *options(model),
+    return ["hparams/finetune.yaml", "--data_folder", str(tiny_corpus), *options(TINY_ENCODER),
             "--config.mask_channel_length", "4", "--number_of_epochs", "2", "--tokenizer_file",
             "results/tokenizer/tokenizer.model", "--freeze_encoder_updates", str(freeze_updates),
             "--output_folder", output]
@@ -257,11 +231,8 @@ def test_hubert_and_bestrq_pretrain_end_to_end_with_resumable_kmeans_and_a_probe
     layouts = [sorted(torch.load(recipe / "results" / name / "encoder.ckpt", weights_only=True))
                for name in ("hubert", "bestrq", "hubert2")]
     assert layouts[0] == layouts[1] == layouts[2]
-    encoder_keys = ("num_layers", "d_model", "num_heads", "ffn_dim", "conv_channels", "pos_conv_kernel",
-                    "pos_conv_groups")
-    sizes = {name: value for name, value in TINY_MODEL.items() if name in encoder_keys}
     done = run_script(recipe / "probe.py", [
-        "hparams/probe.yaml", "--data_folder", str(data), *options(sizes)[3:], "--probe_steps", "5",
+        "hparams/probe.yaml", "--data_folder", str(data), *options(TINY_ENCODER)[3:], "--probe_steps", "5",
         "--sources.wav2vec2", "null", "--sources.hubert", "results/hubert2/encoder.ckpt",
         "--sources.bestrq", "results/bestrq/encoder.ckpt"])
     table = [line for line in done.stdout.splitlines() if line.startswith("| ")]

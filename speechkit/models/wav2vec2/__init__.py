@@ -11,6 +11,11 @@ Example:
     torch.Size([1, 49, 256])
 """
 from speechkit.models.wav2vec2.bestrq import RandomProjectionQuantizer
+from speechkit.models.wav2vec2.checkpoint_sizes import (
+    check_encoder_sizes,
+    size_differences,
+    sizes_in_state_dict,
+)
 from speechkit.models.wav2vec2.config import PRESETS, Wav2Vec2Config
 from speechkit.models.wav2vec2.context import ContextEncoder
 from speechkit.models.wav2vec2.feature_encoder import FeatureEncoder, WaveformNormalization
@@ -58,9 +63,12 @@ __all__ = [
     "WaveformNormalization",
     "batch_generator",
     "channel_mask",
+    "check_encoder_sizes",
     "contrastive_logits",
     "diversity_loss",
     "perplexity",
     "sample_negatives",
+    "size_differences",
+    "sizes_in_state_dict",
     "span_mask",
 ]
