@@ -242,7 +242,7 @@ def test_hubert_and_bestrq_pretrain_end_to_end_with_resumable_kmeans_and_a_probe
 
 
 def test_objectives_refuse_what_they_cannot_build(tmp_path):
-    from speechkit.errors import HparamsError
+    from speechkit.errors import CheckpointError, HparamsError
     from speechkit.models.wav2vec2 import (
         BestRqPretraining,
         HubertPretraining,
@@ -271,3 +271,9 @@ def test_objectives_refuse_what_they_cannot_build(tmp_path):
     with pytest.raises(HparamsError, match="teacher_layer must say which layer"):
         objectives.build_model({**hparams, "hubert": {**hparams["hubert"],
                                                       "teacher_encoder": str(tmp_path / "teacher.ckpt")}})
+    # A first model of other sizes than `config`: refused by field name, not only by tensor.
+    other = Wav2Vec2Model(Wav2Vec2Config(**{**TINY_MODEL, "ffn_dim": 48}))
+    torch.save(other.state_dict(), tmp_path / "other.ckpt")
+    with pytest.raises(CheckpointError, match=r"other\.ckpt: .*config\.ffn_dim is 64 here, 48 in the file"):
+        objectives.build_model({**hparams, "hubert": {**hparams["hubert"], "teacher_layer": 1,
+                                                      "teacher_encoder": str(tmp_path / "other.ckpt")}})

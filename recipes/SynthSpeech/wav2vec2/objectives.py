@@ -26,6 +26,7 @@ from speechkit.models.wav2vec2 import (
     PretrainingMonitor,
     Wav2Vec2Model,
     Wav2Vec2Pretraining,
+    check_encoder_sizes,
 )
 from speechkit.pretrained.loading import load_into, load_weights
 
@@ -48,7 +49,9 @@ def load_teacher(hparams: dict):
     if layer is None:
         raise HparamsError("hubert.teacher_encoder is set: hubert.teacher_layer must say which layer")
     teacher = Wav2Vec2Model(hparams["config"])
-    load_into(teacher, load_weights(path), path)
+    state = load_weights(path)
+    check_encoder_sizes(teacher.config, state, path)  # names the config field that differs
+    load_into(teacher, state, path)
     return teacher.eval(), int(layer)
 
 
