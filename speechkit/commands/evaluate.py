@@ -36,6 +36,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--replacement", action="append", default=[], type=name_value, metavar="NAME=VALUE",
                         help="Replace $NAME in manifest paths (e.g. data_root=/corpora/x).")
     parser.add_argument("--batch-size", type=int, default=8, help="Utterances per forward pass.")
+    parser.add_argument("--group-by", default=None, metavar="FIELD",
+                        help="Also score each value of this manifest field apart (e.g. spk: a WER per "
+                             "speaker), under 'groups' in the summary.")
     add_progress_flags(parser)
 
 
@@ -43,7 +46,8 @@ def run(args: argparse.Namespace) -> int:
     summary = evaluate(model_source(args), args.manifest, output=args.output, audio_field=args.audio_field,
                        text_field=args.text_field, normalization=args.text_normalizer,
                        replacements=dict(args.replacement), batch_size=args.batch_size, device=args.device,
-                       progress=not args.no_progress, from_hparams_options=from_hparams_options(args))
+                       progress=not args.no_progress, group_by=args.group_by,
+                       from_hparams_options=from_hparams_options(args))
     if summary is not None:
         print(json.dumps(summary, sort_keys=True), flush=True)
     return 0

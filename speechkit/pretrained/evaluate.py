@@ -12,7 +12,9 @@ round-robin, so every rank gets about the same amount of audio); nothing is exch
 :class:`speechkit.metrics.ErrorRateStats` gathers the per-utterance results keyed by id. Because the models
 are batch-invariant, the WER is exactly the single-process WER whatever the number of processes or the batch
 size. The main process gets the summary (``{"WER": ..., "utterances": ..., "world_size": ...}``) and writes
-``wer.txt`` (per-utterance alignments) and ``summary.json`` into ``output``.
+``wer.txt`` (per-utterance alignments) and ``summary.json`` into ``output``. With ``group_by`` (a manifest
+field such as ``spk``), the summary also holds the figures of each value of that field under ``groups``
+(a WER per speaker, per accent, per recording condition).
 
 The reference text is the manifest's ``text`` field, as in every manifest speechkit writes (``words`` when a
 manifest has that instead; ``text_field`` names another). References and hypotheses are scored after the
@@ -61,6 +63,26 @@ def reference_field(data: dict, requested: Optional[str], manifest) -> str:
                         f"manifest's fields are {', '.join(present)} (name one with --text-field)")
 
 
+def group_summaries(scores: dict, data: dict, field: str) -> dict:
+    """The summary of each value of the manifest ``field`` (e.g. ``spk``) over per-utterance ``scores``
+    (``{id: score}`` as :meth:`ErrorRateStats.merged_scores` gives them), values sorted.
+
+    Example:
+        >>> from speechkit.metrics.error_rate import score_utterance
+        >>> scores = {"a": score_utterance(["ONE", "TWO"], ["ONE", "TOO"]),
+        ...           "b": score_utterance(["SIX"], ["SIX"])}
+        >>> groups = group_summaries(scores, {"a": {"spk": "kim"}, "b": {"spk": "lee"}}, "spk")
+        >>> groups["kim"]["WER"], groups["lee"]["WER"]
+        (50.0, 0.0)
+    """
+    from speechkit.metrics.error_rate import summarize_scores
+
+    members: dict = {}
+    for utt_id, score in scores.items():
+        members.setdefault(str(data[utt_id][field]), {})[utt_id] = score
+    return {value: summarize_scores(members[value]) for value in sorted(members)}
+
+
 def text_normalizer(choice: str, model_hparams: dict):
     """The normaliser ``--text-normalizer`` chooses (None: text scored as given)."""
     from speechkit.data.text_policy import TextNormalizer
@@ -74,7 +96,7 @@ def text_normalizer(choice: str, model_hparams: dict):
 
 def evaluate(source, manifest, *, output=None, audio_field: str = "wav", text_field: Optional[str] = None,
              normalization: str = "model", replacements: Optional[dict] = None, batch_size: int = 8,
-             device: Optional[str] = None, progress: bool = True,
+             device: Optional[str] = None, progress: bool = True, group_by: Optional[str] = None,
              from_hparams_options: Optional[dict] = None) -> Optional[dict]:
     """Score the model folder ``source`` on ``manifest``, this process's shard of it; returns the summary on
     the main process (and writes ``wer.txt`` and ``summary.json`` into ``output`` when given), None on the
@@ -90,6 +112,7 @@ def evaluate(source, manifest, *, output=None, audio_field: str = "wav", text_fi
         batch_size: utterances per forward pass (the WER does not depend on it).
         device: this process's device (None: ``cuda:<local rank>`` with CUDA, else cpu).
         progress: show a progress bar on the main process.
+        group_by: a manifest field (``spk``): the summary's ``groups`` holds each of its values' figures.
         from_hparams_options: further keyword arguments of :meth:`Pretrained.from_hparams` (``savedir``,
             ``revision``, ``allow_network``, ``trust_remote_code``, ``allow``, ``force_download``, ...).
 
@@ -115,6 +138,9 @@ def evaluate(source, manifest, *, output=None, audio_field: str = "wav", text_fi
         if audio_field not in row:
             raise SpeechkitError(f"{manifest}: utterance '{utt_id}' has no field '{audio_field}' "
                                  f"(--audio-field); its fields are {', '.join(sorted(row))}")
+        if group_by is not None and group_by not in row:
+            raise SpeechkitError(f"{manifest}: utterance '{utt_id}' has no field '{group_by}' "
+                                 f"(--group-by); its fields are {', '.join(sorted(row))}")
     model = Pretrained.from_hparams(source, run_opts={"device": ctx.device}, **(from_hparams_options or {}))
     # Longest first, ties by id: a deterministic order whose round-robin shards balance the audio.
     order = sorted(data, key=lambda i: (-float(data[i].get("duration", 0.0)), i))
@@ -137,6 +163,8 @@ def evaluate(source, manifest, *, output=None, audio_field: str = "wav", text_fi
         return None
     summary = {"utterances": len(data), "world_size": ctx.world_size, "shard_sizes": _shard_sizes(order, ctx)}
     summary.update(result if isinstance(result, dict) else {"WER": result})
+    if group_by is not None:
+        summary["groups"] = group_summaries(stats.merged_scores(), data, group_by)
     if output:
         out = pathlib.Path(output)
         out.mkdir(parents=True, exist_ok=True)
