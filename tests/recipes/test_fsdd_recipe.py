@@ -165,6 +165,17 @@ def test_bad_recordings_are_named(fsdd, tmp_path, damage, message):
         prepare.prepare_fsdd(str(fsdd), str(tmp_path / "prep"), "ann", SMALL)
 
 
+def test_all_holds_every_speaker_out_with_the_strings_of_the_folds(fsdd, tmp_path):
+    paths = prepare.prepare_fsdd(str(fsdd), str(tmp_path / "prep"), "all", SMALL)
+    assert sorted(paths) == ["test", "test_isolated"]
+    every = {split: load(path) for split, path in paths.items()}
+    folds = [prepare.prepare_fsdd(str(fsdd), str(tmp_path / "prep"), speaker, SMALL)
+             for speaker in ("ann", "bob", "cyd")]
+    for split in ("test", "test_isolated"):
+        union = {k: v for fold in folds for k, v in load(fold[split]).items()}
+        assert every[split] == union and {row["spk"] for row in union.values()} == {"ann", "bob", "cyd"}
+
+
 def test_bad_folders_and_speakers_are_named(fsdd, tmp_path):
     with pytest.raises(DataError, match="test_speaker 'zed' is not among .*ann, bob, cyd"):
         prepare.prepare_fsdd(str(fsdd), str(tmp_path / "prep"), "zed", SMALL)

@@ -21,6 +21,10 @@ Roles follow the dataset's own convention: recordings 0-4 of each speaker and di
 ``test_isolated``    every isolated recording of S
 ===================  ==========================================================================
 
+``test_speaker="all"`` holds every speaker out, for a model trained elsewhere (e.g. on the built-in
+corpus alone): ``prepared_folder/all/`` gets ``test.json`` (every speaker's strings, the union of the folds'
+test sets) and ``test_isolated.json`` only.
+
 With ``synthetic_strings`` N > 0, ``train.json`` also holds N connected digit strings (same lengths as the
 real ones) read by the built-in corpus' 69 synthetic voices (``speechkit.corpus``, ``text="digits"``),
 built once into ``prepared_folder/synthetic-digits-N`` (16 kHz: the recipe's audio policy resamples them)
@@ -64,6 +68,8 @@ FILE_NAME = re.compile(r"^(?P<digit>[0-9])_(?P<speaker>[A-Za-z0-9]+)_(?P<index>[
 #: Indices below this are the dataset's test part (its README: 0-4 test, 5-49 train).
 FIRST_TRAINING_INDEX = 5
 SPLITS = ("train", "valid", "test", "test_isolated")
+#: ``test_speaker`` value holding every speaker out (test manifests only).
+ALL_SPEAKERS = "all"
 
 
 @dataclass(frozen=True)
@@ -332,6 +338,9 @@ def prepare_fsdd(data_folder: str, prepared_folder: str, test_speaker: str, sett
     data_folder = os.path.abspath(data_folder)
     recordings = find_recordings(data_folder, sample_rate)
     speakers = sorted({rec.speaker for rec in recordings})
+    if test_speaker == ALL_SPEAKERS:
+        return _write_fold(prepared_folder, ALL_SPEAKERS, every_speaker_held_out(
+            recordings, data_folder, prepared_folder, settings, sample_rate))
     if test_speaker not in speakers:
         raise DataError(f"test_speaker {test_speaker!r} is not among the speakers of {data_folder}: "
                         f"{', '.join(speakers)}")
@@ -352,7 +361,19 @@ def prepare_fsdd(data_folder: str, prepared_folder: str, test_speaker: str, sett
                  if v["spk"] == test_speaker},
         "test_isolated": {rec.name: isolated[rec.name] for rec in recordings if rec.speaker == test_speaker},
     }
-    fold = os.path.join(os.path.abspath(prepared_folder), test_speaker)
+    return _write_fold(prepared_folder, test_speaker, manifests)
+
+
+def every_speaker_held_out(recordings: list, data_folder: str, prepared_folder: str, settings: StringSettings,
+                           sample_rate: int) -> dict:
+    """The test manifests of a model that heard none of the speakers: every string, every recording."""
+    strings = strings_once(recordings, data_folder, prepared_folder, settings, sample_rate)
+    return {"test": {k: v for role in ("valid", "train") for k, v in strings[role].items()},
+            "test_isolated": isolated_rows(recordings, sample_rate)}
+
+
+def _write_fold(prepared_folder: str, name: str, manifests: dict) -> dict:
+    fold = os.path.join(os.path.abspath(prepared_folder), name)
     paths = {}
     for split, rows in manifests.items():
         paths[split] = os.path.join(fold, f"{split}.json")
@@ -383,7 +404,8 @@ def main(argv=None) -> None:
     parser.add_argument("--data_folder", required=True, help="an FSDD checkout or its recordings folder")
     parser.add_argument("--prepared_folder", default="../../../data/FSDD",
                         help="where strings and manifests go")
-    parser.add_argument("--test_speaker", required=True, help="the speaker held out for test")
+    parser.add_argument("--test_speaker", required=True,
+                        help="the speaker held out for test ('all': every speaker, test manifests only)")
     parser.add_argument("--train_strings", type=int, default=StringSettings.train_strings)
     parser.add_argument("--valid_strings", type=int, default=StringSettings.valid_strings)
     parser.add_argument("--seed", type=int, default=StringSettings.seed)
