@@ -40,9 +40,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--text", choices=TEXT_KINDS, default=defaults.text,
                         help="what the voices read: grammar (everyday sentences) or digits (connected digit "
                         "strings, ZERO to NINE) (default: %(default)s)")
+    parser.add_argument("--digit-share", type=_checked("digit_share"), default=defaults.digit_share,
+                        metavar="SHARE",
+                        help="with --text grammar: the share of sentences (every split alike) that are "
+                        "connected digit strings instead, 0-1 (default: %(default)s)")
     parser.add_argument("--digit-string-length", type=_checked("digit_string_length", int), nargs=2,
                         action=OrderedPair, default=defaults.digit_string_length, metavar=("MIN", "MAX"),
-                        help="digits per string with --text digits, within 1-20 (default: %(default)s)")
+                        help="digits per string with --text digits or --digit-share, within 1-20 "
+                        "(default: %(default)s)")
     parser.add_argument("--voices", help="comma-separated voices to use (default: the 15 default voices); "
                         "more: the -lower/-higher warps and the espeak-<accent>-<variant> voices, see "
                         "speechkit/corpus/README.md")
@@ -103,6 +108,7 @@ def config_from_args(args: argparse.Namespace) -> CorpusConfig:
         seed=args.seed,
         num_sentences=args.num_sentences,
         text=args.text,
+        digit_share=args.digit_share,
         digit_string_length=tuple(args.digit_string_length),
         voices=_names(args.voices) or None,
         test_voices=_names(args.test_voices),

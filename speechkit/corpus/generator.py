@@ -101,7 +101,10 @@ class CorpusConfig:
     #: what the voices read: "grammar" (everyday sentences) or "digits" (connected digit strings, ZERO to
     #: NINE, for digit recognizers)
     text: str = "grammar"
-    #: digits per string with ``text="digits"`` (uniform within min-max)
+    #: with ``text="grammar"``: the share of the sentences (each split alike) that are connected digit
+    #: strings instead, so a recognizer of everyday sentences also learns numbers read out digit by digit
+    digit_share: float = 0.0
+    #: digits per string with ``text="digits"`` or a ``digit_share`` (uniform within min-max)
     digit_string_length: tuple = (3, 6)
     #: voices used at all (None: every voice in VOICES)
     voices: Optional[list] = None
@@ -134,9 +137,11 @@ class CorpusConfig:
         for key in ("held_out_engine", "recordings"):
             if settings[key] is None:
                 settings.pop(key)  # corpora built before the option keep their settings
-        if settings["text"] == "grammar":  # likewise for the text options
-            settings.pop("text")
-            settings.pop("digit_string_length")
+        if settings["digit_share"] == 0.0:  # likewise for the text options
+            settings.pop("digit_share")
+            if settings["text"] == "grammar":
+                settings.pop("text")
+                settings.pop("digit_string_length")
         return json.loads(json.dumps(settings))
 
 
@@ -170,7 +175,7 @@ class UtterancePlan:
 SETTING_BOUNDS = {"num_train": (0, None), "num_valid": (0, None), "num_test": (0, None),
                   "num_sentences": (1, None), "speed_range": (0.25, 4.0), "loudness_range": (-60.0, 0.0),
                   "noise_prob": (0.0, 1.0), "snr_range": (-30.0, 100.0), "num_workers": (1, None),
-                  "chunk_size": (1, None), "digit_string_length": (1, 20)}
+                  "chunk_size": (1, None), "digit_string_length": (1, 20), "digit_share": (0.0, 1.0)}
 #: What the voices can read (``CorpusConfig.text``).
 TEXT_KINDS = ("grammar", "digits")
 
@@ -196,6 +201,9 @@ def check_config(config: CorpusConfig) -> None:
             raise DataError(f"{name}: min {values[0]} is above max {values[1]}")
     if config.text not in TEXT_KINDS:
         raise DataError(f"text must be one of {', '.join(TEXT_KINDS)}, got {config.text!r}")
+    if config.digit_share and config.text != "grammar":
+        raise DataError(f"digit_share={config.digit_share} mixes digit strings into grammar sentences; with "
+                        f"text={config.text!r} leave it at 0")
     if any(int(n) != n for n in config.digit_string_length):
         raise DataError(f"digit_string_length must hold whole numbers, got {config.digit_string_length!r}")
 
@@ -260,20 +268,29 @@ def _sentence_pools(config: CorpusConfig, rng: random.Random) -> dict:
     valid_count = min(config.num_valid, count // 8)
     if count - test_count - valid_count < 1:
         raise DataError(f"num_sentences={count} leaves no sentence for training")
-    if config.text == "digits":
-        available = digit_string_count(tuple(int(n) for n in config.digit_string_length))
-        if count > available:
-            raise DataError(f"num_sentences={count}: only {available} distinct digit strings have "
-                            f"{config.digit_string_length[0]} to {config.digit_string_length[1]} digits "
-                            "(set num_sentences or digit_string_length)")
-        sentences = make_digit_strings(count, rng, tuple(int(n) for n in config.digit_string_length))
-    else:
-        sentences = make_sentences(count, rng)
+    sentences = _draw_sentences(config, count, rng)
     pools = {"test": sentences[:test_count], "valid": sentences[test_count:test_count + valid_count],
              "train": sentences[test_count + valid_count:]}
     if config.held_out_engine:  # the held-out engine reads the test sentences: the two test splits compare
         pools[ENGINE_SPLIT] = pools["test"]
     return pools
+
+
+def _draw_sentences(config: CorpusConfig, count: int, rng: random.Random) -> list:
+    """``count`` distinct transcripts: grammar sentences, digit strings, or (``digit_share``) both,
+    shuffled together so that every split gets its share."""
+    lengths = tuple(int(n) for n in config.digit_string_length)
+    digits = count if config.text == "digits" else round(count * config.digit_share)
+    if digits > digit_string_count(lengths):
+        raise DataError(f"num_sentences={count}: only {digit_string_count(lengths)} distinct digit strings "
+                        f"have {lengths[0]} to {lengths[1]} digits, {digits} needed (set num_sentences, "
+                        "digit_share or digit_string_length)")
+    sentences = make_sentences(count - digits, rng) if digits < count else []
+    if 0 < digits < count:
+        sentences += make_digit_strings(digits, rng, lengths)
+        rng.shuffle(sentences)
+        return sentences
+    return sentences or make_digit_strings(count, rng, lengths)
 
 
 def _cycle_shuffled(items: list, count: int, rng: random.Random) -> list:

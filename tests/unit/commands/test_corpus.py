@@ -39,6 +39,7 @@ from tests.unit.corpus.recording_files import speaker_folder
     (["--digit-string-length", "0", "3"], "argument --digit-string-length: must be >= 1, got 0"),
     (["--digit-string-length", "6", "3"], "argument --digit-string-length: MIN 6 is above MAX 3"),
     (["--digit-string-length", "2.5", "3"], "argument --digit-string-length: expected a whole number"),
+    (["--digit-share", "1.5"], "argument --digit-share: must be <= 1, got 1.5"),
 ])
 def test_bad_flags_exit_2_naming_the_flag(tmp_path, capsys, flags, message):
     with pytest.raises(SystemExit) as caught:
@@ -62,6 +63,8 @@ def test_bad_flags_exit_2_naming_the_flag(tmp_path, capsys, flags, message):
     ({"digit_string_length": (0, 3)}, r"digit_string_length must be within \[1, 20\]"),
     ({"digit_string_length": (2.5, 3)}, "digit_string_length must hold whole numbers"),
     ({"digit_string_length": (3,)}, r"digit_string_length must be \(min, max\)"),
+    ({"digit_share": -0.1}, r"digit_share must be within \[0.0, 1.0\]"),
+    ({"digit_share": 0.2, "text": "digits"}, "digit_share=0.2 mixes digit strings into grammar sentences"),
 ])
 def test_the_library_refuses_the_same_settings(tmp_path, change, message):
     config = dataclasses.replace(CorpusConfig(str(tmp_path / "corpus")), **change)

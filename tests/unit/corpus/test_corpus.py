@@ -81,6 +81,30 @@ def test_a_digits_corpus_reads_digit_strings_and_a_grammar_corpus_keeps_its_sett
                                digit_string_length=(1, 2)))
 
 
+def test_a_digit_share_mixes_digit_strings_into_every_split_of_a_grammar_corpus():
+    config = CorpusConfig("unused", num_train=400, num_valid=80, num_test=80, seed=3, digit_share=0.25,
+                          digit_string_length=(3, 4), num_sentences=800)
+    plan = make_plan(config)
+    assert plan == make_plan(config)
+    is_digits = lambda text: set(text.split()) <= set(DIGIT_WORDS)
+    for split in ("train", "valid", "test"):
+        texts = [p.text for p in plan if p.split == split]
+        share = sum(map(is_digits, texts)) / len(texts)
+        assert 0.12 < share < 0.4, (split, share)  # about a quarter in each split
+        assert all(3 <= len(t.split()) <= 4 for t in texts if is_digits(t))
+    texts = {split: {p.text for p in plan if p.split == split} for split in ("train", "valid", "test")}
+    assert not texts["test"] & texts["train"] and not texts["valid"] & texts["train"]
+    assert config.content_settings()["digit_share"] == 0.25
+    assert config.content_settings()["digit_string_length"] == [3, 4]
+    # Without a share the plan is the one corpora built before the option had.
+    plain = CorpusConfig("unused", num_train=400, num_valid=80, num_test=80, seed=3, num_sentences=800)
+    assert "digit_share" not in plain.content_settings()
+    assert not any(is_digits(p.text) for p in make_plan(plain))
+    with pytest.raises(DataError, match="only 110 distinct digit strings have 1 to 2 digits, 200 needed"):
+        make_plan(CorpusConfig("unused", num_train=5, num_valid=0, num_test=0, digit_share=0.05,
+                               digit_string_length=(1, 2)))
+
+
 def test_plan_keeps_voices_and_sentences_apart_across_splits():
     config = CorpusConfig("unused", num_train=300, num_valid=40, num_test=60, seed=3)
     plan = make_plan(config)
