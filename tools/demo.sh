@@ -7,7 +7,8 @@
 #   tools/demo.sh --number_of_epochs 1 # any ASR train.py option or YAML override is passed on
 #
 # Environment: DATA (corpus folder, default data/SynthSpeech), OUT (results, default results/demo),
-# JOBS (synthesis processes, default 2), SIZE (corpus size, default small).
+# JOBS (synthesis processes, default 2), SIZE (corpus size, default small), CORPUS_OPTIONS (more `speechkit
+# corpus` flags, e.g. "--digit-share 0.2": templates/speech_recognition/README.md, "Real voices").
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -19,7 +20,8 @@ TEMPLATE="$ROOT/templates/speech_recognition"
 TOKENIZER="$OUT/tokenizer/tokenizer.model"
 
 echo "== 1/5 corpus: $DATA"
-"$PYTHON" -m speechkit corpus "$DATA" --size "${SIZE:-small}" --num-workers "${JOBS:-2}"
+# shellcheck disable=SC2086  # CORPUS_OPTIONS holds several flags
+"$PYTHON" -m speechkit corpus "$DATA" --size "${SIZE:-small}" --num-workers "${JOBS:-2}" ${CORPUS_OPTIONS:-}
 
 echo "== 2/5 character tokenizer (templates/speech_recognition/Tokenizer) into $OUT/tokenizer"
 (cd "$TEMPLATE/Tokenizer" && "$PYTHON" train.py hparams/tokenizer.yaml --data_folder "$DATA" \
