@@ -81,10 +81,9 @@ class Attention(nn.Module):
                 mask: Optional[torch.Tensor] = None, transposed: bool = False) -> torch.Tensor:
         # Scaled before the product, as the reference: the order changes the rounding.
         queries = self.split(self.q_proj(x) * self.scaling)
-        if transposed and mask is None and not self.training:
-            # A few queries over the 1500 encoder states (a decoding step, or the prompt): two plain matrix
-            # products over keys stored transposed are several times faster on CPU than the fused kernel,
-            # built for many queries.
+        if transposed and x.shape[1] == 1 and mask is None and not self.training:
+            # One query over the 1500 encoder states (a decoding step): two plain matrix products over keys
+            # stored transposed are several times faster on CPU than the fused kernel, built for many queries.
             out = torch.softmax(queries @ keys, dim=-1) @ values
         else:
             keys = keys.transpose(-1, -2) if transposed else keys

@@ -36,7 +36,7 @@ class SearchResult:
     ended: Optional[list] = None
 
 
-@torch.inference_mode()
+@torch.no_grad()
 def greedy_search(decoder, states: torch.Tensor, prompt: list, rules: TokenRules, eos: int, pad: int,
                   max_length: int, temperature: float = 0.0,
                   generator: Optional[torch.Generator] = None, log_probs: bool = True) -> SearchResult:
@@ -99,7 +99,7 @@ def _greedy_result(generated: torch.Tensor, taken_log_probs: Optional[list], eos
     return SearchResult(out_tokens, out_scores, per_token, ended)
 
 
-@torch.inference_mode()
+@torch.no_grad()
 def beam_search(decoder, states: torch.Tensor, prompt: list, rules: TokenRules, eos: int, pad: int,
                 max_length: int, beam_size: int, length_penalty: float = 1.0,
                 early_stopping=False) -> SearchResult:

@@ -110,7 +110,7 @@ class WhisperTranscriber:
         return next(self.model.parameters()).device
 
     # ------------------------------------------------------------------------------------------ public
-    @torch.inference_mode()
+    @torch.no_grad()
     def transcribe(self, waveforms: Sequence[torch.Tensor], options: DecodingOptions) -> list:
         """One :class:`Transcript` per waveform (1-D float tensors at 16 kHz, any lengths)."""
         languages = self._languages(options.language, len(waveforms))
@@ -132,7 +132,7 @@ class WhisperTranscriber:
                 results[short[row]] = transcript
         return results
 
-    @torch.inference_mode()
+    @torch.no_grad()
     def detect_language(self, states: torch.Tensor) -> list:
         """The most likely language token of each item of (batch, frames, d_model) encoder states, from the
         decoder's scores after ``<|startoftranscript|>`` restricted to language tokens."""
@@ -142,7 +142,7 @@ class WhisperTranscriber:
         is_language[list(self.generation.lang_to_id.values())] = True
         return logits.masked_fill(~is_language, float("-inf")).argmax(-1).tolist()
 
-    @torch.inference_mode()
+    @torch.no_grad()
     def decode_features(self, features: torch.Tensor, languages: list, options: DecodingOptions) -> list:
         """Short-form transcripts of (batch, mels, 3000) features."""
         states = self.encode_features(features)
