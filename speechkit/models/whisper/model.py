@@ -164,7 +164,8 @@ class DecoderLayer(EncoderLayer):
 
 class DecoderCache:
     """Keys and values a decoder has computed: cross-attention ones per layer (fixed; the keys stored
-    transposed, (batch, heads, head_dim, frames), for the one-query product), self-attention ones in
+    transposed, (batch, heads, head_dim, frames), the values (batch, heads, frames, head_dim), both
+    contiguous, for the one-query products), self-attention ones in
     preallocated (batch, heads, capacity, head_dim) tensors of which the first ``length`` positions hold.
 
     Example:
