@@ -68,10 +68,10 @@ class Attention(nn.Module):
         """(batch, frames, d_model) encoder states -> keys (batch, heads, head_dim, frames) and values
         (batch, heads, frames, head_dim), both contiguous: the layout a decoding step reads without copying.
 
-        One matrix product computes both (the two weights stacked, a zero bias for the keys): the same
-        numbers as two, once per recording, and a copy per step saved by storing the values contiguous.
+        One matrix product computes both (the two weights stacked, a zero bias for the keys): the numbers
+        of two up to rounding, once per recording; storing the values contiguous saves a copy at every step.
         """
-        batch, frames, d_model = states.shape
+        batch, frames = states.shape[:2]
         weight = torch.cat([self.k_proj.weight, self.v_proj.weight])
         bias = torch.cat([torch.zeros_like(self.v_proj.bias), self.v_proj.bias])
         both = F.linear(states, weight, bias).view(batch, frames, 2, self.heads, self.head_dim)
