@@ -64,6 +64,19 @@ class Attention(nn.Module):
     def project_keys_values(self, x: torch.Tensor) -> tuple:
         return self.split(self.k_proj(x)), self.split(self.v_proj(x))
 
+    def project_cross_keys_values(self, states: torch.Tensor) -> tuple:
+        """(batch, frames, d_model) encoder states -> keys (batch, heads, head_dim, frames) and values
+        (batch, heads, frames, head_dim), both contiguous: the layout a decoding step reads without copying.
+
+        One matrix product computes both (the two weights stacked, a zero bias for the keys): the numbers
+        of two up to rounding, once per recording; storing the values contiguous saves a copy at every step.
+        """
+        batch, frames = states.shape[:2]
+        weight = torch.cat([self.k_proj.weight, self.v_proj.weight])
+        bias = torch.cat([torch.zeros_like(self.v_proj.bias), self.v_proj.bias])
+        both = F.linear(states, weight, bias).view(batch, frames, 2, self.heads, self.head_dim)
+        return both[:, :, 0].permute(0, 2, 3, 1).contiguous(), both[:, :, 1].transpose(1, 2).contiguous()
+
     def forward(self, x: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
                 mask: Optional[torch.Tensor] = None, transposed: bool = False) -> torch.Tensor:
         # Scaled before the product, as the reference: the order changes the rounding.
@@ -151,7 +164,8 @@ class DecoderLayer(EncoderLayer):
 
 class DecoderCache:
     """Keys and values a decoder has computed: cross-attention ones per layer (fixed; the keys stored
-    transposed, (batch, heads, head_dim, frames), for the one-query product), self-attention ones in
+    transposed, (batch, heads, head_dim, frames), the values (batch, heads, frames, head_dim), both
+    contiguous, for the one-query products), self-attention ones in
     preallocated (batch, heads, capacity, head_dim) tensors of which the first ``length`` positions hold.
 
     Example:
@@ -234,10 +248,7 @@ class WhisperDecoder(nn.Module):
         self._check_length(capacity)
         batch, heads = states.shape[0], self.config.decoder_heads
         shape = (batch, heads, capacity, self.config.d_model // heads)
-        cross = []
-        for layer in self.layers:
-            keys, values = layer.encoder_attn.project_keys_values(states)
-            cross.append((keys.transpose(-1, -2).contiguous(), values))
+        cross = [layer.encoder_attn.project_cross_keys_values(states) for layer in self.layers]
         empty = [states.new_zeros(shape) for _ in self.layers]
         return DecoderCache(cross, empty, [states.new_zeros(shape) for _ in self.layers])
 

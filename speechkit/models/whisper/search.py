@@ -25,9 +25,10 @@ NEG = -1.0e9
 
 @dataclass
 class SearchResult:
-    """Per item: ``tokens`` (list of ids), ``scores`` (list of float), and for temperature fallback the
-    per-step log-probability of each token taken (``token_log_probs``, greedy and sampling only) and whether
-    it ended with ``<|endoftext|>`` (``ended``)."""
+    """Per item: ``tokens`` (list of ids), ``scores`` (list of float; None when greedy search was asked for
+    no log-probabilities), and for temperature fallback the per-step log-probability of each token taken
+    (``token_log_probs``, greedy and sampling only) and whether it ended with ``<|endoftext|>``
+    (``ended``)."""
 
     tokens: list
     scores: list
@@ -38,7 +39,7 @@ class SearchResult:
 @torch.no_grad()
 def greedy_search(decoder, states: torch.Tensor, prompt: list, rules: TokenRules, eos: int, pad: int,
                   max_length: int, temperature: float = 0.0,
-                  generator: Optional[torch.Generator] = None) -> SearchResult:
+                  generator: Optional[torch.Generator] = None, log_probs: bool = True) -> SearchResult:
     """Take the best token at every step (or sample one at ``temperature`` > 0).
 
     Arguments:
@@ -46,6 +47,9 @@ def greedy_search(decoder, states: torch.Tensor, prompt: list, rules: TokenRules
         states: (batch, frames, d_model) encoder states.
         prompt: the first tokens: one list for every item, or one list per item (of one length).
         max_length: most tokens in all, prompt included.
+        log_probs: compute each taken token's log-probability (a log-softmax over the vocabulary per
+            step); without, ``scores`` and ``token_log_probs`` are None (plain greedy needs only the
+            argmax of the scores).
     """
     batch = states.shape[0]
     tokens = _prompt_rows(prompt, batch, states.device)
@@ -60,7 +64,8 @@ def greedy_search(decoder, states: torch.Tensor, prompt: list, rules: TokenRules
             chosen = torch.multinomial(torch.softmax(scores, dim=-1), 1, generator=generator)[:, 0]
         else:
             chosen = scores.argmax(dim=-1)
-        taken_log_probs.append(torch.log_softmax(scores, dim=-1).gather(1, chosen[:, None])[:, 0])
+        if log_probs:
+            taken_log_probs.append(torch.log_softmax(scores, dim=-1).gather(1, chosen[:, None])[:, 0])
         chosen = torch.where(finished, torch.full_like(chosen, pad), chosen)
         tokens = torch.cat([tokens, chosen[:, None]], dim=1)
         finished |= chosen == eos
@@ -68,7 +73,7 @@ def greedy_search(decoder, states: torch.Tensor, prompt: list, rules: TokenRules
             break
         logits = decoder.step(chosen[:, None], cache)
     return _greedy_result(tokens[:, _prompt_rows(prompt, batch, states.device).shape[1]:],
-                          taken_log_probs, eos)
+                          taken_log_probs if log_probs else None, eos)
 
 
 def _prompt_rows(prompt, batch: int, device) -> torch.Tensor:
@@ -77,7 +82,10 @@ def _prompt_rows(prompt, batch: int, device) -> torch.Tensor:
     return rows.expand(batch, -1).contiguous() if rows.dim() == 1 else rows
 
 
-def _greedy_result(generated: torch.Tensor, taken_log_probs: list, eos: int) -> SearchResult:
+def _greedy_result(generated: torch.Tensor, taken_log_probs: Optional[list], eos: int) -> SearchResult:
+    if taken_log_probs is None:
+        rows = [row[:row.index(eos)] if eos in row else row for row in generated.tolist()]
+        return SearchResult(rows, None, None, [len(row) < generated.shape[1] for row in rows])
     log_probs = torch.stack(taken_log_probs, dim=1) if taken_log_probs else generated.new_zeros(
         generated.shape, dtype=torch.float)
     out_tokens, out_scores, per_token, ended = [], [], [], []

@@ -216,9 +216,13 @@ class WhisperTranscriber:
             index = torch.tensor(pending, device=states.device)
             rows = [prompts[i] for i in pending]
             if temperature > 0 or options.beam_size <= 1:
+                # The log-probabilities only serve the threshold deciding whether a next temperature is tried.
+                wanted = options.logprob_threshold is not None and attempt < len(temperatures) - 1
                 found = greedy_search(self.decoder, states.index_select(0, index), rows, rules,
-                                      g.eos_token_id, g.pad_token_id, max_length, temperature, generator)
-                log_probs = [sum(values) / max(1, len(values)) for values in found.token_log_probs]
+                                      g.eos_token_id, g.pad_token_id, max_length, temperature, generator,
+                                      log_probs=wanted)
+                log_probs = [sum(values) / max(1, len(values)) for values in found.token_log_probs] \
+                    if wanted else [0.0] * len(pending)
             else:
                 found = beam_search(self.decoder, states.index_select(0, index), rows, rules,
                                     g.eos_token_id, g.pad_token_id, max_length, options.beam_size,
