@@ -49,9 +49,12 @@ def time_stretch(wave: torch.Tensor, rate: float, n_fft: int = 512, hop: int = 1
     window = torch.hann_window(n_fft, dtype=wave.dtype, device=wave.device)
     spec = torch.stft(wave, n_fft, hop, window=window, return_complex=True)  # (freq, frames)
     frames = spec.shape[1]
-    positions = torch.arange(0.0, frames - 1, rate, device=wave.device, dtype=wave.dtype)
+    # Positions in float64, and only those with a right neighbour: in float32, arange(0, 322, 1.4) ends on
+    # 322.0 itself, whose right neighbour is past the last frame.
+    positions = torch.arange(0.0, frames - 1, rate, device=wave.device, dtype=torch.float64)
+    positions = positions[positions < frames - 1]
     index = positions.long()
-    fraction = (positions - index).unsqueeze(0)
+    fraction = (positions - index).to(wave.dtype).unsqueeze(0)
     left, right = spec[:, index], spec[:, index + 1]
     magnitude = (1 - fraction) * left.abs() + fraction * right.abs()
     expected = torch.linspace(0, math.pi * hop, spec.shape[0], device=wave.device, dtype=wave.dtype)

@@ -22,6 +22,7 @@ from speechkit.augment import (
     TimeShift,
     TimeStretch,
     generator_for,
+    time_stretch,
 )
 from speechkit.augment.codec import codec_available
 from speechkit.brain import Brain
@@ -88,6 +89,13 @@ def test_each_does_what_it_says():
     assert stretched.shape[0] == 2 * RATE
     spectrum = torch.fft.rfft(stretched[RATE // 2: RATE // 2 + RATE]).abs()
     assert abs(int(spectrum.argmax()) - 440) <= 2  # the pitch stays while the tempo halves
+
+
+@pytest.mark.parametrize("samples, rate", [(41292, 1.4), (16000, 1.1), (20000, 0.7), (513, 3.9)])
+def test_time_stretch_takes_every_length_and_rate(samples, rate):
+    # 41292 samples make 323 frames: a float32 arange(0, 322, 1.4) ends on 322.0, past the last pair.
+    stretched = time_stretch(torch.randn(samples), rate)
+    assert stretched.shape == (round(samples / rate),) and torch.isfinite(stretched).all()
 
 
 @pytest.mark.parametrize("codec", ["mp3", "opus", "vorbis"])
