@@ -260,7 +260,7 @@ def test_waveform_augmentation_trains_from_the_yaml(trained_copy, tiny_corpus):
     fixed by the seed, the epoch and the ids: two runs give the same weights, and null trains other ones."""
     asr = trained_copy / "ASR"
     yaml_text = (asr / "hparams" / "train.yaml").read_text()
-    assert "waveform_augmentation: !new:speechkit.augment.Augmenter" in yaml_text
+    assert "augmentation_preset: default" in yaml_text and "waveform_augmentations:" in yaml_text
     weights = []
     for run, extra in (("a", []), ("b", []), ("none", ["--waveform_augmentation", "null"])):
         run_script(asr / "train.py", ["hparams/train.yaml", "--data_folder", str(tiny_corpus), *TINY_MODEL,
@@ -348,3 +348,18 @@ def test_template_normalizer_maps_the_built_in_corpus_to_itself_and_inference_ag
     assert normalize("Nine, ten!") == "NINE TEN"
     exported = speechkit.load_hparams(folder / "inference.yaml")["text_normalizer"]
     assert repr(exported) == repr(normalize)
+
+
+def test_the_telephone_preset_adds_a_band_limit_to_the_default_augmentations(tmp_path):
+    template = Path(__file__).resolve().parents[2] / "templates" / "speech_recognition" / "ASR" / "hparams"
+    presets = {}
+    for preset in ("default", "telephone"):
+        hparams = speechkit.load_hparams(template / "train.yaml", {
+            "augmentation_preset": preset, "output_folder": str(tmp_path / preset)})
+        presets[preset] = hparams["waveform_augmentation"]
+    default, telephone = presets["default"], presets["telephone"]
+    names = lambda augmenter: [type(a).__name__ for a in augmenter.augmentations]
+    assert names(default) == ["SpeedPerturb", "Equalizer", "AddNoise"]
+    assert default.probabilities == [1.0, 0.5, 0.3]
+    assert names(telephone) == names(default) + ["BandLimit"] and telephone.probabilities[-1] == 0.5
+    assert telephone.augmentations[-1].high_hz == (3300.0, 4000.0)
