@@ -7,10 +7,13 @@ vocabulary of 51865 tokens) built here with transformers; random weights rarely 
 item decodes ``--tokens`` tokens after its 4-token prompt (language forced, no timestamps), which makes the
 two sides do the same work. The tokens are checked equal before timing. Times are end to end from log-mel
 features (encoder included), and the decoder's share (times with the encoder states given) is shown too.
+``--onnx`` adds speechkit's ``backend="onnx"`` (the three graphs of ``speechkit.export.whisper``, run by
+onnxruntime with the same searches; its tokens checked equal to PyTorch's first).
 
 Usage:
     python benchmarks/whisper.py                 # about 5 minutes on a quiet 2-core machine
     python benchmarks/whisper.py --repeats 1 --tokens 32
+    python benchmarks/whisper.py --repeats 2 --tokens 32 --threads 1 --batches 1 8 --decoder-only --onnx
 """
 from __future__ import annotations
 
@@ -63,11 +66,21 @@ def main() -> None:
     parser.add_argument("--decoder-only", action="store_true",
                         help="Time only the decoding from encoder states (the encoder is the same work on "
                              "both sides; on a loaded machine it takes most of the time).")
+    parser.add_argument("--onnx", action="store_true",
+                        help="Also time speechkit's ONNX backend (exported here first; onnxruntime needed).")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
         hf_model = build(folder)
         loaded = load_whisper_folder(folder)
+        if args.onnx:
+            from speechkit.export.whisper import export_whisper_onnx
+            from speechkit.pretrained.whisper_onnx import OnnxWhisper
+
+            export_whisper_onnx(loaded.model, folder)  # checked against PyTorch as it is written
+            runtimes = {threads: OnnxWhisper(folder, loaded.model.config, threads=threads)
+                        for threads in args.threads}
     transcriber = WhisperTranscriber(loaded.model, loaded.generation, None)
+    onnx = WhisperTranscriber(loaded.model, loaded.generation, None) if args.onnx else None
     options = DecodingOptions(language="en", max_new_tokens=args.tokens)
     print(machine_line())
     parameters = sum(p.numel() for p in loaded.model.parameters()) / 1e6
@@ -75,6 +88,8 @@ def main() -> None:
           f"greedy, {args.tokens} tokens per item, {args.repeats} interleaved repeats, median seconds")
     header = (f"{'threads':>7} {'batch':>5} | {'speechkit':>9} {'transformers':>12} {'ratio':>6} | "
               f"{'sk decoder':>10} {'tf decoder':>10} {'ratio':>6}")
+    if onnx is not None:
+        header += f" | {'onnx':>6} {'ratio':>6} | {'onnx decoder':>12} {'ratio':>6}"
     print(header)
     print("-" * len(header))
     for threads in args.threads:
@@ -104,6 +119,18 @@ def main() -> None:
                 return hf_model.generate(encoder_outputs=encoder_outputs, language="en",
                                          max_new_tokens=args.tokens)
 
+            if onnx is not None:
+                runtime = runtimes[threads]
+                onnx_states = runtime.encode(features)
+
+                def ours_onnx(features=features, batch=batch, runtime=runtime):
+                    onnx.encode_features, onnx.decoder = runtime.encode, runtime
+                    return [t.tokens for t in onnx.decode_features(features, ["en"] * batch, options)]
+
+                def ours_onnx_decoder(features=features, batch=batch, runtime=runtime, states=onnx_states):
+                    onnx.encode_features, onnx.decoder = (lambda _: states), runtime
+                    return [t.tokens for t in onnx.decode_features(features, ["en"] * batch, options)]
+
             with torch.no_grad():
                 expected = hf_model.generate(features, language="en", max_new_tokens=args.tokens,
                                              return_dict_in_generate=True, force_unique_generate_call=True)
@@ -112,12 +139,19 @@ def main() -> None:
                 if [row[:len(g)] for row, g in zip(expected, got)] != got:
                     raise SystemExit(f"speechkit's tokens differ from transformers' on the benchmark model:\n"
                                      f"{got}\n{expected}")
-            times = {name: [] for name in ("ours", "theirs", "ours_decoder", "theirs_decoder")}
+                if onnx is not None and ours_onnx() != got:
+                    raise SystemExit(f"the ONNX backend's tokens differ:\n{ours_onnx()}\n{got}")
+            times = {name: [] for name in ("ours", "theirs", "ours_decoder", "theirs_decoder", "onnx",
+                                           "onnx_decoder")}
             with torch.no_grad():
                 for _ in range(args.repeats):
                     runs = (("ours_decoder", ours_decoder), ("theirs_decoder", theirs_decoder))
+                    if onnx is not None:
+                        runs += (("onnx_decoder", ours_onnx_decoder),)
                     if not args.decoder_only:
                         runs = (("ours", ours), ("theirs", theirs)) + runs
+                        if onnx is not None:
+                            runs += (("onnx", ours_onnx),)
                     for name, run in runs:
                         start = time.perf_counter()
                         run()
@@ -127,7 +161,11 @@ def main() -> None:
             print(f"{threads:>7} {batch:>5} | {median['ours']:>9.2f} {median['theirs']:>12.2f} "
                   f"{median['theirs'] / median['ours']:>5.2f}x | {median['ours_decoder']:>10.2f} "
                   f"{median['theirs_decoder']:>10.2f} "
-                  f"{median['theirs_decoder'] / median['ours_decoder']:>5.2f}x",
+                  f"{median['theirs_decoder'] / median['ours_decoder']:>5.2f}x" + (
+                      "" if onnx is None else
+                      f" | {median['onnx']:>6.2f} {median['theirs'] / median['onnx']:>5.2f}x | "
+                      f"{median['onnx_decoder']:>12.2f} "
+                      f"{median['theirs_decoder'] / median['onnx_decoder']:>5.2f}x"),
                   flush=True)
 
 
