@@ -286,11 +286,11 @@ def _draw_sentences(config: CorpusConfig, count: int, rng: random.Random) -> lis
                         f"have {lengths[0]} to {lengths[1]} digits, {digits} needed (set num_sentences, "
                         "digit_share or digit_string_length)")
     sentences = make_sentences(count - digits, rng) if digits < count else []
-    if 0 < digits < count:
+    if digits:
         sentences += make_digit_strings(digits, rng, lengths)
-        rng.shuffle(sentences)
-        return sentences
-    return sentences or make_digit_strings(count, rng, lengths)
+        if digits < count:
+            rng.shuffle(sentences)
+    return sentences
 
 
 def _cycle_shuffled(items: list, count: int, rng: random.Random) -> list:
