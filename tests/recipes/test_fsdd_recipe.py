@@ -174,6 +174,9 @@ def test_all_holds_every_speaker_out_with_the_strings_of_the_folds(fsdd, tmp_pat
     for split in ("test", "test_isolated"):
         union = {k: v for fold in folds for k, v in load(fold[split]).items()}
         assert every[split] == union and {row["spk"] for row in union.values()} == {"ann", "bob", "cyd"}
+    with pytest.raises(DataError, match="test_speaker 'all' writes test manifests only"):
+        prepare.prepare_manifests({"prepared_folder": str(tmp_path / "prep"), "test_speaker": "all",
+                                   "data_folder": str(fsdd), "model": {"sample_rate": 8000}})
 
 
 def test_bad_folders_and_speakers_are_named(fsdd, tmp_path):

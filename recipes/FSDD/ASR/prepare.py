@@ -384,6 +384,10 @@ def _write_fold(prepared_folder: str, name: str, manifests: dict) -> dict:
 def prepare_manifests(hparams: dict, build: bool = True) -> dict:
     """The recipe's hook: prepares the fold of ``test_speaker`` on the main process (``build``), the other
     processes read the manifests it wrote."""
+    if hparams["test_speaker"] == ALL_SPEAKERS:
+        raise DataError(f"test_speaker {ALL_SPEAKERS!r} writes test manifests only, for a model trained "
+                        "elsewhere (python prepare.py ... --test_speaker all); training holds one speaker "
+                        "out")
     fold = os.path.join(os.path.abspath(hparams["prepared_folder"]), hparams["test_speaker"])
     paths = {split: os.path.join(fold, f"{split}.json") for split in SPLITS}
     if not build or hparams.get("skip_prep", False):
