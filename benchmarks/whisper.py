@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 import sys
 import tempfile
@@ -54,6 +55,12 @@ def build(folder: str):
     Path(folder, "generation_config.json").write_text(json.dumps(generation))
     model.generation_config = transformers.GenerationConfig.from_pretrained(folder)
     return model
+
+
+def cell(value: float, width: int, suffix: str = "") -> str:
+    """A table cell: the figure, or ``-`` for what was not timed (end-to-end columns with --decoder-only)."""
+    text = "-" if math.isnan(value) else f"{value:.2f}{suffix}"
+    return f"{text:>{width}}"
 
 
 def main() -> None:
@@ -158,15 +165,15 @@ def main() -> None:
                         times[name].append(time.perf_counter() - start)
             median = {name: statistics.median(values) if values else float("nan")
                       for name, values in times.items()}
-            print(f"{threads:>7} {batch:>5} | {median['ours']:>9.2f} {median['theirs']:>12.2f} "
-                  f"{median['theirs'] / median['ours']:>5.2f}x | {median['ours_decoder']:>10.2f} "
-                  f"{median['theirs_decoder']:>10.2f} "
-                  f"{median['theirs_decoder'] / median['ours_decoder']:>5.2f}x" + (
-                      "" if onnx is None else
-                      f" | {median['onnx']:>6.2f} {median['theirs'] / median['onnx']:>5.2f}x | "
-                      f"{median['onnx_decoder']:>12.2f} "
-                      f"{median['theirs_decoder'] / median['onnx_decoder']:>5.2f}x"),
-                  flush=True)
+            row = [cell(median["ours"], 9), cell(median["theirs"], 12),
+                   cell(median["theirs"] / median["ours"], 6, "x"), "|", cell(median["ours_decoder"], 10),
+                   cell(median["theirs_decoder"], 10),
+                   cell(median["theirs_decoder"] / median["ours_decoder"], 6, "x")]
+            if onnx is not None:
+                row += ["|", cell(median["onnx"], 6), cell(median["theirs"] / median["onnx"], 6, "x"), "|",
+                        cell(median["onnx_decoder"], 12),
+                        cell(median["theirs_decoder"] / median["onnx_decoder"], 6, "x")]
+            print(f"{threads:>7} {batch:>5} |", " ".join(row), flush=True)
 
 
 if __name__ == "__main__":
