@@ -57,6 +57,21 @@ def build(folder: str):
     return model
 
 
+def random_features(batch: int) -> torch.Tensor:
+    """(batch, 80, 3000) log-mel-like features drawn from a seed of the batch size (the same in every run)."""
+    generator = torch.Generator().manual_seed(batch)
+    return torch.randn(batch, 80, 3000, generator=generator) * 0.5 + torch.randn(batch, 80, 1,
+                                                                               generator=generator)
+
+
+def generated_tokens(hf_model, features: torch.Tensor, tokens: int) -> list:
+    """``generate()``'s tokens after its 4-token prompt, one list per item: what speechkit must match."""
+    with torch.no_grad():
+        out = hf_model.generate(features, language="en", max_new_tokens=tokens, return_dict_in_generate=True,
+                                force_unique_generate_call=True)
+    return [row[4:] for row in out.sequences.tolist()]
+
+
 def cell(value: float, width: int, suffix: str = "") -> str:
     """A table cell: the figure, or ``-`` for what was not timed (end-to-end columns with --decoder-only)."""
     text = "-" if math.isnan(value) else f"{value:.2f}{suffix}"
@@ -102,9 +117,7 @@ def main() -> None:
     for threads in args.threads:
         torch.set_num_threads(threads)
         for batch in args.batches:
-            generator = torch.Generator().manual_seed(batch)
-            features = torch.randn(batch, 80, 3000, generator=generator) * 0.5 + torch.randn(
-                batch, 80, 1, generator=generator)
+            features = random_features(batch)
             with torch.no_grad():
                 states = loaded.model.encoder(features)
                 encoder_outputs = hf_model.model.encoder(features)
@@ -138,10 +151,8 @@ def main() -> None:
                     onnx.encode_features, onnx.decoder = (lambda _: states), runtime
                     return [t.tokens for t in onnx.decode_features(features, ["en"] * batch, options)]
 
+            expected = generated_tokens(hf_model, features, args.tokens)
             with torch.no_grad():
-                expected = hf_model.generate(features, language="en", max_new_tokens=args.tokens,
-                                             return_dict_in_generate=True, force_unique_generate_call=True)
-                expected = [row[4:] for row in expected.sequences.tolist()]
                 got = ours()
                 if [row[:len(g)] for row, g in zip(expected, got)] != got:
                     raise SystemExit(f"speechkit's tokens differ from transformers' on the benchmark model:\n"

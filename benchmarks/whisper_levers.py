@@ -33,7 +33,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from whisper import build  # noqa: E402
+from whisper import build, generated_tokens, random_features  # noqa: E402
 
 import speechkit.models.whisper.transcribe as transcribe_module  # noqa: E402
 from speechkit.machine import machine_line  # noqa: E402
@@ -114,15 +114,11 @@ def main() -> None:
     print(header)
     print("-" * len(header))
     for batch in args.batches:
-        generator = torch.Generator().manual_seed(batch)
-        features = torch.randn(batch, 80, 3000, generator=generator) * 0.5 + torch.randn(
-            batch, 80, 1, generator=generator)
+        features = random_features(batch)
         with torch.no_grad():
             states = loaded.model.encoder(features)
             encoder_outputs = hf_model.model.encoder(features)
-            expected = hf_model.generate(features, language="en", max_new_tokens=args.tokens,
-                                         return_dict_in_generate=True, force_unique_generate_call=True)
-        expected = [row[4:] for row in expected.sequences.tolist()]
+        expected = generated_tokens(hf_model, features, args.tokens)
         for variant in VARIANTS:
             got = decode(transcriber, options, states, variant)
             if [row[:len(g)] for row, g in zip(expected, got)] != got:
