@@ -135,6 +135,20 @@ def load_into(obj, state_dict: dict, path, partial: bool = False) -> LoadReport:
     return report
 
 
+def load_encoder_checkpoint(encoder: torch.nn.Module, path) -> None:
+    """Load an ``encoder.ckpt`` of speechkit's own pretraining into ``encoder`` (a ``Wav2Vec2Model``), its
+    sizes checked first, so that a mismatch names each ``config`` field that differs, not only tensors.
+
+    Example:
+        >>> load_encoder_checkpoint(encoder, "results/pretrain/1234/encoder.ckpt")  # doctest: +SKIP
+    """
+    from speechkit.models.wav2vec2 import check_encoder_sizes
+
+    state = load_weights(path)
+    check_encoder_sizes(encoder.config, state, path)
+    load_into(encoder, state, path)
+
+
 def load_language_model(lm: torch.nn.Module, path: Optional[str], lm_weight: float,
                         learns: bool = False) -> bool:
     """Load a recipe's LM from ``path`` when that file exists; True when it was loaded.

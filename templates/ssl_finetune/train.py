@@ -26,10 +26,9 @@ import speechkit
 from speechkit.data import DynamicItemDataset
 from speechkit.decoding import Lexicon, ctc_greedy_decode, ctc_prefix_beam_search
 from speechkit.metrics import TranscriptErrorRates
-from speechkit.models.wav2vec2 import check_encoder_sizes
 from speechkit.nn.losses import ctc_loss
 from speechkit.pretrained.huggingface.encoders import load_encoder, write_inference_yaml
-from speechkit.pretrained.loading import load_into, load_language_model, load_weights
+from speechkit.pretrained.loading import load_encoder_checkpoint, load_language_model
 from speechkit.recipe import fit_and_evaluate, sibling_module, start
 from speechkit.stage import Stage
 from speechkit.tokenizers import SentencePieceTokenizer, prepare_token_targets
@@ -91,10 +90,7 @@ def build_encoder(hparams: dict):
         settings = {name: getattr(hparams["config"], name) for name in FINETUNING_SETTINGS}
         encoder.config = encoder.config.replace(**settings)
     elif hparams["pretrained_encoder"]:
-        path = hparams["pretrained_encoder"]
-        state = load_weights(path)
-        check_encoder_sizes(encoder.config, state, path)  # names the config key to change, not only tensors
-        load_into(encoder, state, path)
+        load_encoder_checkpoint(encoder, hparams["pretrained_encoder"])  # sizes checked by config field
     # Frozen from the start (fairseq's feature_grad_mult 0). A part of `encoder`, so not a trainable_modules
     # entry: Brain leaves parameters without requires_grad out of the optimizer (and DDP), in train mode.
     encoder.feature_encoder.requires_grad_(False)

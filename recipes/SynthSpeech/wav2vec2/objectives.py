@@ -26,9 +26,8 @@ from speechkit.models.wav2vec2 import (
     PretrainingMonitor,
     Wav2Vec2Model,
     Wav2Vec2Pretraining,
-    check_encoder_sizes,
 )
-from speechkit.pretrained.loading import load_into, load_weights
+from speechkit.pretrained.loading import load_encoder_checkpoint, load_into, load_weights
 
 OBJECTIVES = ("wav2vec2", "hubert", "bestrq")
 
@@ -49,9 +48,7 @@ def load_teacher(hparams: dict):
     if layer is None:
         raise HparamsError("hubert.teacher_encoder is set: hubert.teacher_layer must say which layer")
     teacher = Wav2Vec2Model(hparams["config"])
-    state = load_weights(path)
-    check_encoder_sizes(teacher.config, state, path)  # names the config field that differs
-    load_into(teacher, state, path)
+    load_encoder_checkpoint(teacher, path)  # a teacher of other sizes is named by config field
     return teacher.eval(), int(layer)
 
 
