@@ -149,6 +149,35 @@ def load_encoder_checkpoint(encoder: torch.nn.Module, path) -> None:
     load_into(encoder, state, path)
 
 
+def load_best_checkpoint(modules: dict, checkpoints_dir, min_key: Optional[str] = None) -> list:
+    """Load into each of ``modules`` its ``<name>.ckpt`` from the best checkpoint of another run's
+    ``checkpoints_dir`` (its ``save_folder``): the lowest ``min_key``, or the newest without a key. Modules the
+    checkpoint lacks keep their weights. Returns the names loaded (fine-tuning starts from them).
+
+    Raises:
+        CheckpointError: no checkpoint (with ``min_key``) in the folder, or none of ``modules`` in it, or a
+            file that does not fit its module.
+
+    Example:
+        >>> load_best_checkpoint({"separator": separator}, "results/separation/1234/save", "loss")  # doctest: +SKIP
+        ['separator']
+    """
+    from speechkit.checkpoints import Checkpointer
+
+    best = Checkpointer(checkpoints_dir).find_checkpoint(min_key=min_key)
+    if best is None:
+        keyed = f" with the key '{min_key}'" if min_key else ""
+        raise CheckpointError(f"{checkpoints_dir}: no checkpoint{keyed} to start from (train that run first, "
+                              "or point pretrained_checkpoints at its save folder)")
+    found = {name: best.path / f"{name}.ckpt" for name in modules if (best.path / f"{name}.ckpt").is_file()}
+    if not found:
+        raise CheckpointError(f"{best.path}: holds none of {sorted(modules)} (a checkpoint of another "
+                              "recipe?)")
+    for name, path in found.items():
+        load_into(modules[name], load_weights(path), path)
+    return list(found)
+
+
 def load_language_model(lm: torch.nn.Module, path: Optional[str], lm_weight: float,
                         learns: bool = False) -> bool:
     """Load a recipe's LM from ``path`` when that file exists; True when it was loaded.

@@ -6,6 +6,9 @@ Run (from this folder):
     torchrun --nproc_per_node=2 train.py hparams/train.yaml    # several processes
     python train.py --worker-id 0 --num-workers 2 --sync-protocol file:///shared/sync -- hparams/train.yaml
 
+With ``--pretrained_checkpoints OTHER_RUN/save`` training starts from another run's best separator
+(fine-tuning, e.g. on your own speakers); a checkpoint of this run, when resuming, still wins.
+
 Training mixes the training voices anew every epoch; valid and test are written mixtures of held-out voices.
 The test report (``separation_test.txt``) lists SI-SNRi and SDRi per mixture, worst first.
 """
@@ -21,6 +24,7 @@ from speechkit.data.audio_policy import AudioPolicy
 from speechkit.data.mixtures import DynamicMixtures, load_sources, mixture_crop
 from speechkit.metrics import SeparationStats
 from speechkit.nn import apply_permutation, pit_si_snr_loss
+from speechkit.pretrained.loading import load_best_checkpoint
 from speechkit.recipe import fit_and_evaluate, sibling_module, start
 from speechkit.stage import Stage
 
@@ -86,6 +90,8 @@ def main(argv):
     run = start(argv, prepare=prepare.prepare_manifests)  # builds corpus and mixtures once; the others wait
     hparams = run.hparams
     modules = {"separator": hparams["separator"]}
+    if hparams.get("pretrained_checkpoints"):  # fine-tuning: another run's weights (this run's own resume)
+        load_best_checkpoint(modules, hparams["pretrained_checkpoints"], hparams.get("pretrained_min_key"))
     checkpointer = speechkit.Checkpointer(hparams["save_folder"],
                                           {**modules, "counter": hparams["epoch_counter"]})
     # The LR schedule is the YAML's lr_scheduler (Brain reads it from hparams).

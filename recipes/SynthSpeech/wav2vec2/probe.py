@@ -31,7 +31,7 @@ from speechkit.models.wav2vec2.probing import (
     speaker_disjoint_split,
     train_probes,
 )
-from speechkit.pretrained.loading import load_into, load_weights
+from speechkit.pretrained.loading import load_encoder_checkpoint
 from speechkit.recipe import sibling_module, start
 
 prepare = sibling_module(__file__, "prepare")
@@ -48,7 +48,7 @@ def layer_features(source: str, hparams: dict, waves: list) -> list:
         if source != "random":
             if not os.path.isfile(source):
                 raise HparamsError(f"probe source {source!r} is neither fbank, random nor an encoder file")
-            load_into(encoder, load_weights(source), source)
+            load_encoder_checkpoint(encoder, source)  # sizes checked: a mismatch names config fields
     out = []
     for start_index in range(0, len(waves), 16):
         chunk = waves[start_index:start_index + 16]

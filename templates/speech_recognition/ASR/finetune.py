@@ -12,32 +12,17 @@ from __future__ import annotations
 
 import sys
 
-from speechkit.checkpoints import Checkpointer
-from speechkit.errors import CheckpointError
-from speechkit.pretrained.loading import load_into, load_weights
+from speechkit.pretrained.loading import load_best_checkpoint
 from speechkit.recipe import fit_and_evaluate, sibling_module, start
 
 prepare, train = sibling_module(__file__, "prepare"), sibling_module(__file__, "train")
 
 
-def load_pretrained(modules: dict, checkpoints_dir: str, min_key: str) -> list:
-    """Load every module found in the best checkpoint of ``checkpoints_dir`` (train.py checkpoints every
-    module of ASR.yaml, the LM included); returns the loaded names."""
-    best = Checkpointer(checkpoints_dir).find_checkpoint(min_key=min_key)
-    if best is None:
-        raise CheckpointError(f"{checkpoints_dir}: no checkpoint with the key '{min_key}' to fine-tune from "
-                              "(run train.py first, or set pretrained_checkpoints)")
-    found = {name: best.path / f"{name}.ckpt" for name in modules if (best.path / f"{name}.ckpt").is_file()}
-    for name, path in found.items():
-        load_into(modules[name], load_weights(path), path)
-    return list(found)
-
-
 def main(argv):
     run = start(argv, prepare=prepare.prepare_manifests)
     hparams = run.hparams
-    loaded = load_pretrained(hparams["model"]["modules"], hparams["pretrained_checkpoints"],
-                             hparams["pretrained_min_key"])
+    loaded = load_best_checkpoint(hparams["model"]["modules"], hparams["pretrained_checkpoints"],
+                                  hparams["pretrained_min_key"])
     trainable = ", ".join(hparams["trainable_modules"])
     print(f"Pretrained modules loaded: {', '.join(loaded)}; fine-tuning: {trainable}")
     brain = train.build_brain(hparams, run.run_opts, run.manifests)

@@ -134,3 +134,26 @@ def test_a_language_model_loads_when_its_file_exists_and_a_missing_one_fails_onl
         load_language_model(lm, str(path), lm_weight=0.5)
     save_weights({"weight": torch.ones(2, 2), "bias": torch.zeros(2)}, path)
     assert load_language_model(lm, str(path), lm_weight=0.5) and torch.equal(lm.weight, torch.ones(2, 2))
+
+
+def test_the_best_checkpoint_of_another_run_is_loaded_by_its_key(tmp_path):
+    from speechkit.checkpoints import Checkpointer
+    from speechkit.pretrained.loading import load_best_checkpoint
+
+    saved = torch.nn.Linear(3, 2)
+    checkpointer = Checkpointer(tmp_path / "save", {"separator": saved})
+    checkpointer.save_checkpoint(meta={"loss": 1.0})
+    best = {key: value.clone() for key, value in saved.state_dict().items()}
+    with torch.no_grad():
+        saved.weight.add_(1.0)
+    checkpointer.save_checkpoint(meta={"loss": 2.0})  # newer, worse
+    separator, other = torch.nn.Linear(3, 2), torch.nn.Linear(1, 1)
+    before = other.weight.detach().clone()
+    assert load_best_checkpoint({"separator": separator, "lm": other}, tmp_path / "save", "loss") == ["separator"]
+    assert torch.equal(separator.weight, best["weight"]) and torch.equal(other.weight, before)
+    with pytest.raises(CheckpointError, match=r"holds none of \['encoder'\]"):
+        load_best_checkpoint({"encoder": torch.nn.Linear(3, 2)}, tmp_path / "save", "loss")
+    with pytest.raises(CheckpointError, match="no checkpoint with the key 'WER' to start from"):
+        load_best_checkpoint({"separator": separator}, tmp_path / "save", "WER")
+    with pytest.raises(CheckpointError, match=r"separator\.ckpt: does not fit"):
+        load_best_checkpoint({"separator": torch.nn.Linear(4, 2)}, tmp_path / "save", "loss")

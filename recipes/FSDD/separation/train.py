@@ -1,0 +1,1 @@
+../../../templates/separation/train.py
