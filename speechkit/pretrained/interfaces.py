@@ -136,6 +136,10 @@ class Pretrained(torch.nn.Module):
             whole = _transformers_folder_interface(cls, model, hparams_file)
             if whole is None:
                 raise
+            if overrides:  # they name keys of a YAML this folder does not have: never dropped silently
+                raise HparamsError(f"{model.source.path}: overrides {overrides!r} change keys of a "
+                                   f"hyperparams.yaml, but this {whole.MODEL_TYPE} folder has none (its "
+                                   "settings are its config.json); load it without overrides") from None
             return whole.from_source(model, run_opts=run_opts, backend=backend)
         try:
             hparams = load_hparams(yaml_path, overrides, guard=guard)
