@@ -151,15 +151,15 @@ def load_encoder_checkpoint(encoder: torch.nn.Module, path) -> None:
 
 def load_best_checkpoint(modules: dict, checkpoints_dir, min_key: Optional[str] = None) -> list:
     """Load into each of ``modules`` its ``<name>.ckpt`` from the best checkpoint of another run's
-    ``checkpoints_dir`` (its ``save_folder``): the lowest ``min_key``, or the newest without a key. Modules the
-    checkpoint lacks keep their weights. Returns the names loaded (fine-tuning starts from them).
+    ``checkpoints_dir`` (its ``save_folder``): the lowest ``min_key``, or the newest without a key. Modules
+    the checkpoint lacks keep their weights. Returns the names loaded (fine-tuning starts from them).
 
     Raises:
         CheckpointError: no checkpoint (with ``min_key``) in the folder, or none of ``modules`` in it, or a
             file that does not fit its module.
 
     Example:
-        >>> load_best_checkpoint({"separator": separator}, "results/separation/1234/save", "loss")  # doctest: +SKIP
+        >>> load_best_checkpoint({"separator": model}, "results/sep/1234/save", "loss")  # doctest: +SKIP
         ['separator']
     """
     from speechkit.checkpoints import Checkpointer

@@ -73,7 +73,8 @@ def test_test_mixtures_pair_the_held_out_speakers_and_training_mixes_the_others(
 
 def test_real_and_synthetic_training_sources_keep_the_corpus_test_voices_out(fsdd, tmp_path):
     corpus = write_speaker_corpus(tmp_path / "corpus")
-    paths = prepare.prepare_manifests(hparams(fsdd, tmp_path / "prep", corpus, train_sources="real+synthetic"))
+    settings = hparams(fsdd, tmp_path / "prep", corpus, train_sources="real+synthetic")
+    paths = prepare.prepare_manifests(settings)
     train = load(paths["train"])
     assert Path(paths["train"]).name == "sources-train-real+synthetic.json"
     assert {row["spk"] for row in train.values()} == {"recorded-ann", "recorded-dee", "a", "b", "c", "d"}
@@ -143,5 +144,6 @@ def test_real_recordings_give_mixtures_of_two_held_out_speakers(tmp_path):
                 os.symlink(source / name, fsdd / name)
     held_out = f"{speakers[0]}-{speakers[1]}"
     paths = prepare.prepare_manifests(hparams(fsdd, tmp_path / "prep", held_out=held_out))
-    assert all(set(pair) == {f"recorded-{s}" for s in speakers[:2]} for pair in mixture_speakers(paths["test"]))
+    held = {f"recorded-{s}" for s in speakers[:2]}
+    assert all(set(pair) == held for pair in mixture_speakers(paths["test"]))
     assert {row["spk"] for row in load(paths["train"]).values()} == {f"recorded-{s}" for s in speakers[2:4]}

@@ -19,7 +19,7 @@ joined by ``-``), under ``prepared_folder/separation/<held_out>/`` (the recipe's
 Real speakers are named ``recorded-<speaker>`` in ``spk`` (as ``speechkit corpus --recordings`` names them),
 never the name of a synthetic speaker. Mixtures follow ``speechkit.data.mixtures`` (wsj0-2mix layout, ``min``
 mode: cut to the shorter string). A separator of the built-in corpus scores the test mixtures without
-training (``--test_only --eval_checkpoint``), or starts from there (``--pretrained_checkpoints``).
+training (``--test_only --pretrained_checkpoints``), or starts from there (``--pretrained_checkpoints``).
 
 Example:
     >>> hparams = {"data_folder": "fsdd", "held_out": "george-jackson", ...}  # doctest: +SKIP
@@ -60,7 +60,8 @@ def held_out_speakers(held_out, speakers: list) -> list:
                         f"{held_out!r}")
     unknown = [name for name in names if name not in speakers]
     if unknown:
-        raise DataError(f"held_out speakers {unknown} are not in the FSDD folder; it holds {', '.join(speakers)}")
+        raise DataError(f"held_out speakers {unknown} are not in the FSDD folder; it holds "
+                        f"{', '.join(speakers)}")
     return names
 
 

@@ -99,8 +99,8 @@ def test_a_folder_with_neither_yaml_nor_whisper_config_keeps_the_missing_yaml_er
 
 def test_overrides_for_a_whisper_folder_are_refused_not_dropped(whisper_folder, file_server):
     for source in (str(whisper_folder), _serve(file_server, whisper_folder)):
-        with pytest.raises(HparamsError, match=r"overrides \{'beam_size': 3\} change keys of a hyperparams.yaml, "
-                                               r"but this whisper folder has none"):
+        with pytest.raises(HparamsError, match=r"overrides \{'beam_size': 3\} change keys of a "
+                                               r"hyperparams.yaml, but this whisper folder has none"):
             Pretrained.from_hparams(source, overrides={"beam_size": 3})
 
 

@@ -149,7 +149,8 @@ def test_the_best_checkpoint_of_another_run_is_loaded_by_its_key(tmp_path):
     checkpointer.save_checkpoint(meta={"loss": 2.0})  # newer, worse
     separator, other = torch.nn.Linear(3, 2), torch.nn.Linear(1, 1)
     before = other.weight.detach().clone()
-    assert load_best_checkpoint({"separator": separator, "lm": other}, tmp_path / "save", "loss") == ["separator"]
+    loaded = load_best_checkpoint({"separator": separator, "lm": other}, tmp_path / "save", "loss")
+    assert loaded == ["separator"]
     assert torch.equal(separator.weight, best["weight"]) and torch.equal(other.weight, before)
     with pytest.raises(CheckpointError, match=r"holds none of \['encoder'\]"):
         load_best_checkpoint({"encoder": torch.nn.Linear(3, 2)}, tmp_path / "save", "loss")
