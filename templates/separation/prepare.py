@@ -126,6 +126,16 @@ def written_mixtures(data_folder: str) -> dict:
     return paths if isinstance(first, dict) and "mix_wav" in first else {}
 
 
+def check_written(path: str, count: int, key: str) -> None:
+    """DataError unless the mixtures written at ``path`` (reused) are ``count`` many: other settings never
+    pass silently as these."""
+    with open(path, encoding="utf-8") as handle:
+        found = len(json.load(handle))
+    if found != count:
+        raise DataError(f"{path} holds {found} mixtures, but {key} is {count}: set {key} to {found} to reuse "
+                        f"them, or delete {os.path.basename(path)} to write them anew")
+
+
 def check_data(hparams: dict, paths: dict) -> None:
     """``speechkit data check`` of the manifests training reads (cached); DataError on errors."""
     if not hparams.get("check_data", False):  # a recipe opts in with check_data in its YAML
@@ -162,7 +172,9 @@ def prepare_manifests(hparams: dict, build: bool = True) -> dict:
         anchors = write_engine_sources(os.path.join(corpus, "test.json"),
                                        os.path.join(corpus, f"{ENGINE_SPLIT}.json"), sources[ENGINE_SPLIT])
     for split in splits[1:]:
-        if not os.path.isfile(paths[split]):
+        if os.path.isfile(paths[split]):
+            check_written(paths[split], hparams[f"num_{split}_mixtures"], f"num_{split}_mixtures")
+        else:
             write_mixtures(sources[split], mixtures, split,
                            hparams[f"num_{split}_mixtures"], num_speakers=hparams["num_speakers"],
                            sample_rate=hparams["sample_rate"], mode="min",

@@ -103,3 +103,18 @@ def test_a_corpus_without_the_held_out_engine_is_refused(tmp_path):
         (tmp_path / f"{split}.json").write_text("{}")
     with pytest.raises(DataError, match="built without a held-out engine, but held_out_engine is 'festival'"):
         prepare.build_corpus_if_missing({"data_folder": str(tmp_path), "held_out_engine": "festival"})
+
+
+def test_written_mixtures_are_reused_only_with_the_counts_they_were_written_with(tmp_path):
+    from tests.recipes.recipe_helpers import write_speaker_corpus
+
+    corpus = write_speaker_corpus(tmp_path / "corpus")
+    hparams = {"data_folder": str(corpus), "mixtures_folder": str(corpus / "mix"), "corpus_size": None,
+               "num_valid_mixtures": 2, "num_test_mixtures": 3, "num_speakers": 2, "sample_rate": 8000,
+               "level_range_db": 5.0, "seed": 1, "check_data": False}
+    paths = prepare.prepare_manifests(hparams)
+    written = Path(paths["test"]).read_text()
+    assert prepare.prepare_manifests(hparams) == paths and Path(paths["test"]).read_text() == written
+    with pytest.raises(DataError, match=r"test\.json holds 3 mixtures, but num_test_mixtures is 4: set "
+                                        r"num_test_mixtures to 3 to reuse them, or delete test\.json"):
+        prepare.prepare_manifests({**hparams, "num_test_mixtures": 4})

@@ -29,7 +29,6 @@ Example:
 """
 from __future__ import annotations
 
-import json
 import os
 
 from speechkit.corpus.recordings import VOICE_PREFIX
@@ -83,16 +82,6 @@ def synthetic_rows(hparams: dict) -> dict:
                      "spk": row["spk"]} for utt_id, row in rows.items()}
 
 
-def check_written(path: str, count: int, key: str) -> None:
-    """DataError unless the mixtures written at ``path`` (reused) are ``count`` many: other settings never
-    pass silently as these."""
-    with open(path, encoding="utf-8") as handle:
-        found = len(json.load(handle))
-    if found != count:
-        raise DataError(f"{path} holds {found} mixtures, but {key} is {count}: delete its folder "
-                        f"({os.path.dirname(path)}) to write them anew, or use another prepared_folder")
-
-
 def prepare_manifests(hparams: dict, build: bool = True) -> dict:
     """``{"train": sources, "valid": mixtures, "test": mixtures}`` paths; with ``build`` (on the main
     process), write what is missing.
@@ -125,7 +114,7 @@ def prepare_manifests(hparams: dict, build: bool = True) -> dict:
     sources = {"valid": string_rows(strings, "valid", training), "test": string_rows(strings, None, held_out)}
     for split, rows in sources.items():
         if os.path.isfile(paths[split]):
-            check_written(paths[split], hparams[f"num_{split}_mixtures"], f"num_{split}_mixtures")
+            template.check_written(paths[split], hparams[f"num_{split}_mixtures"], f"num_{split}_mixtures")
         else:
             template.write_json(rows, os.path.join(out, f"sources-{split}.json"))
             write_mixtures(os.path.join(out, f"sources-{split}.json"), out, split,
