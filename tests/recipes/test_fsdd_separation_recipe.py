@@ -4,15 +4,14 @@ separator. Prepared on a small FSDD-named folder the tests make, and on the real
 SPEECHKIT_FSDD names an FSDD checkout (CI sets it)."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
-import sys
 from pathlib import Path
 
 import pytest
 
 from speechkit.errors import DataError
+from tests.helpers.scripts import load_script
 from tests.recipes.recipe_helpers import run_script, write_speaker_corpus
 from tests.recipes.test_fsdd_recipe import write_fsdd
 
@@ -21,15 +20,7 @@ RECIPE = ROOT / "recipes" / "FSDD" / "separation"
 REAL_FSDD = Path(os.environ["SPEECHKIT_FSDD"]) if os.environ.get("SPEECHKIT_FSDD") else None
 
 
-def load_prepare():
-    spec = importlib.util.spec_from_file_location("fsdd_separation_prepare", RECIPE / "prepare.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-prepare = load_prepare()
+prepare = load_script(RECIPE / "prepare.py", "fsdd_separation_prepare")
 
 
 def hparams(fsdd: Path, prepared: Path, corpus: Path = None, held_out: str = "bob-cyd", **changes) -> dict:
