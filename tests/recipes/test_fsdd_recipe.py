@@ -52,6 +52,21 @@ def write_fsdd(root: Path, speakers=("ann", "bob", "cyd"), indices=range(7), rat
     return root
 
 
+def link_real_fsdd(real: Path, folder: Path, count: int, indices=(0, 5, 6)) -> list:
+    """``folder`` holding links to recordings ``indices`` of every digit of the first ``count`` speakers of
+    the FSDD checkout ``real`` (not copied into the repository); returns those speakers, sorted."""
+    source = real / "recordings" if (real / "recordings").is_dir() else real
+    speakers = sorted({name.split("_")[1] for name in os.listdir(source) if name.endswith(".wav")})
+    assert len(speakers) >= count, f"{source} holds {len(speakers)} speakers, the test needs {count}"
+    folder.mkdir()
+    for speaker in speakers[:count]:
+        for digit in range(10):
+            for index in indices:
+                name = f"{digit}_{speaker}_{index}.wav"
+                os.symlink(source / name, folder / name)
+    return speakers[:count]
+
+
 @pytest.fixture
 def fsdd(tmp_path) -> Path:
     return write_fsdd(tmp_path / "fsdd")

@@ -13,7 +13,7 @@ import pytest
 from speechkit.errors import DataError
 from tests.helpers.scripts import load_script
 from tests.recipes.recipe_helpers import run_script, write_speaker_corpus
-from tests.recipes.test_fsdd_recipe import write_fsdd
+from tests.recipes.test_fsdd_recipe import link_real_fsdd, write_fsdd
 
 ROOT = Path(__file__).resolve().parents[2]
 RECIPE = ROOT / "recipes" / "FSDD" / "separation"
@@ -123,16 +123,8 @@ def test_fine_tuning_starts_from_another_runs_separator(fsdd, tmp_path):
 @pytest.mark.skipif(REAL_FSDD is None, reason="SPEECHKIT_FSDD names no FSDD checkout")
 def test_real_recordings_give_mixtures_of_two_held_out_speakers(tmp_path):
     """A few real files per speaker (linked, not copied into the repository) prepared end to end."""
-    source = REAL_FSDD / "recordings" if (REAL_FSDD / "recordings").is_dir() else REAL_FSDD
-    speakers = sorted({name.split("_")[1] for name in os.listdir(source) if name.endswith(".wav")})
-    assert len(speakers) >= 4
     fsdd = tmp_path / "fsdd"
-    fsdd.mkdir()
-    for speaker in speakers[:4]:
-        for digit in range(10):
-            for index in (0, 5, 6):
-                name = f"{digit}_{speaker}_{index}.wav"
-                os.symlink(source / name, fsdd / name)
+    speakers = link_real_fsdd(REAL_FSDD, fsdd, 4)
     held_out = f"{speakers[0]}-{speakers[1]}"
     paths = prepare.prepare_manifests(hparams(fsdd, tmp_path / "prep", held_out=held_out))
     held = {f"recorded-{s}" for s in speakers[:2]}

@@ -15,7 +15,7 @@ import pytest
 from speechkit.data.trials import read_trials
 from speechkit.errors import DataError
 from tests.recipes.recipe_helpers import write_speaker_corpus
-from tests.recipes.test_fsdd_recipe import write_fsdd
+from tests.recipes.test_fsdd_recipe import link_real_fsdd, write_fsdd
 
 ROOT = Path(__file__).resolve().parents[2]
 RECIPE = ROOT / "recipes" / "FSDD" / "speaker"
@@ -137,16 +137,8 @@ def test_a_synthetic_test_voice_in_training_is_refused(folders):
 @pytest.mark.skipif(REAL_FSDD is None, reason="SPEECHKIT_FSDD names no FSDD checkout")
 def test_real_recordings_give_trials_among_two_held_out_speakers(tmp_path):
     """A few real files per speaker (linked, not copied into the repository) prepared end to end."""
-    source = REAL_FSDD / "recordings" if (REAL_FSDD / "recordings").is_dir() else REAL_FSDD
-    speakers = sorted({name.split("_")[1] for name in os.listdir(source) if name.endswith(".wav")})
-    assert len(speakers) >= 3
     fsdd = tmp_path / "fsdd"
-    fsdd.mkdir()
-    for speaker in speakers[:3]:
-        for digit in range(10):
-            for index in (0, 5, 6):
-                name = f"{digit}_{speaker}_{index}.wav"
-                os.symlink(source / name, fsdd / name)
+    speakers = link_real_fsdd(REAL_FSDD, fsdd, 3)
     corpus = write_speaker_corpus(tmp_path / "corpus")
     paths = prepare.prepare_manifests(hparams(fsdd, corpus, tmp_path / "prep", held_out=speakers[:2],
                                               real_in_train=True))
