@@ -22,6 +22,7 @@ from speechkit.augment.core import (
     item_seeds,
     random_crops,
 )
+from speechkit.augment.identities import SpeedIdentities
 from speechkit.augment.level import LoudnessNormalize, Quantize, TimeShift
 from speechkit.augment.noise import AddNoise, Babble, ChunkDrop, CutCat, colored_noise
 from speechkit.augment.reverb import Reverb
@@ -30,6 +31,6 @@ from speechkit.augment.tempo import MuLaw, PitchShift, Resample, SpeedPerturb, T
 
 __all__ = ["AddNoise", "Augmenter", "Babble", "BandLimit", "ChannelDrop", "ChannelSwap", "ChunkDrop", "Codec",
            "CutCat", "Equalizer", "FormantWarp", "FrequencyDrop", "LoudnessNormalize", "MuLaw", "PitchShift",
-           "Quantize", "RandomGain", "Resample", "Reverb", "SpeedPerturb", "TimeShift", "TimeStretch",
-           "WaveAugmentation", "colored_noise", "generator_for", "item_seed", "item_seeds", "random_crops",
-           "time_stretch"]
+           "Quantize", "RandomGain", "Resample", "Reverb", "SpeedIdentities", "SpeedPerturb", "TimeShift",
+           "TimeStretch", "WaveAugmentation", "colored_noise", "generator_for", "item_seed", "item_seeds",
+           "random_crops", "time_stretch"]

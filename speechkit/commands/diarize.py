@@ -2,11 +2,12 @@
 
 Each file is diarized with the speaker model folder ``--model`` (interface SpeakerRecognition): voice
 activity detection (by energy, or by the trained detector whose weights ``--vad`` names,
-:class:`speechkit.diarization.TrainedVAD`), embeddings of ``--window``-second windows every ``--step``
-seconds, clustering
-(``--clustering spectral`` estimates the number of speakers from the eigengap, ``agglomerative`` stops at
-``--threshold``; ``--num-speakers`` fixes it). With ``--reference REF.rttm`` the diarization error rate
-(collar ``--collar`` seconds each side of a reference boundary) is printed per file and over all files.
+:class:`speechkit.diarization.TrainedVAD`), overlapped speech given a second speaker when ``--overlap``
+names the weights of an :class:`speechkit.diarization.OverlapDetector`, embeddings of
+``--window``-second windows every ``--step`` seconds, clustering (``--clustering spectral`` estimates the
+number of speakers from the eigengap, ``agglomerative`` stops at ``--threshold``; ``--num-speakers`` fixes
+it). With ``--reference REF.rttm`` the diarization error rate (collar ``--collar`` seconds each side of a
+reference boundary) is printed per file and over all files.
 
 Example::
 
@@ -40,11 +41,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="Seconds not scored on each side of a reference boundary (default 0.25).")
     parser.add_argument("--vad", default=None, metavar="WEIGHTS", help="Weights of a trained voice activity "
                         "detector (TrainedVAD.save; docs/speaker.md); default: the energy detector.")
+    parser.add_argument("--overlap", default=None, metavar="WEIGHTS", help="Weights of a trained overlapped-"
+                        "speech detector (OverlapDetector.save; docs/speaker.md): its frames also get the "
+                        "nearest other speaker; default: one speaker per frame.")
 
 
 def run(args: argparse.Namespace) -> int:
     from speechkit.data.rttm import read_rttm, write_rttm
-    from speechkit.diarization import Diarizer, TrainedVAD
+    from speechkit.diarization import Diarizer, OverlapDetector, TrainedVAD
     from speechkit.errors import DataError
     from speechkit.metrics.diarization import diarization_error_rate
     from speechkit.pretrained.speaker import SpeakerRecognition
@@ -60,13 +64,15 @@ def run(args: argparse.Namespace) -> int:
         missing = [file_id for file_id in ids if file_id not in reference]
         if missing:
             raise DataError(f"{args.reference}: no turns for {', '.join(missing[:5])}")
-    if args.vad is not None and not os.path.isfile(args.vad):
-        raise DataError(f"--vad: no weight file {args.vad!r}")
+    for flag, path in (("--vad", args.vad), ("--overlap", args.overlap)):
+        if path is not None and not os.path.isfile(path):
+            raise DataError(f"{flag}: no weight file {path!r}")
     vad = TrainedVAD.load(args.vad) if args.vad is not None else None
+    overlap = OverlapDetector.load(args.overlap) if args.overlap is not None else None
     model = SpeakerRecognition.from_hparams(model_source(args), run_opts={"device": args.device},
                                             **from_hparams_options(args))
     diarizer = Diarizer(model, window=args.window, step=args.step, method=args.clustering,
-                        threshold=args.threshold, max_speakers=args.max_speakers, vad=vad)
+                        threshold=args.threshold, max_speakers=args.max_speakers, vad=vad, overlap=overlap)
     results, totals = {}, {"missed": 0.0, "false_alarm": 0.0, "confusion": 0.0, "total": 0.0}
     count_errors = 0
     for file_id, path in zip(ids, args.audio):

@@ -6,8 +6,9 @@ speech with :func:`~speechkit.diarization.vad.energy_vad` (or the ``vad`` given,
 ``step`` seconds inside each speech region (a shorter region is one window), clusters the windows
 (``spectral`` with the eigengap estimate, or ``agglomerative`` with a cosine threshold; the number of
 speakers given or estimated), gives each 10 ms frame of speech the speaker of the nearest window centre, and
-returns the turns ``(start, end, speaker)``. Every frame gets one speaker: overlapped speech is attributed
-to one of the talkers.
+returns the turns ``(start, end, speaker)``. Every frame gets one speaker, unless an ``overlap`` detector
+(:class:`~speechkit.diarization.overlap.OverlapDetector`) finds overlapped speech: those frames also get
+the nearest other speaker in time (:func:`~speechkit.diarization.overlap.second_speakers`).
 
 Example:
     >>> model = SpeakerRecognition.from_hparams("results/speaker-model")      # doctest: +SKIP
@@ -22,10 +23,23 @@ import numpy as np
 import torch
 
 from speechkit.diarization.clustering import agglomerative_clustering, spectral_clustering
+from speechkit.diarization.overlap import second_speakers
 from speechkit.diarization.vad import energy_vad
 from speechkit.errors import DataError
 
 METHODS = ("spectral", "agglomerative")
+
+
+def frame_turns(spans: np.ndarray, labels: np.ndarray) -> list:
+    """Turns ``[(start, end, "spk<k>"), ...]``: runs of one label over frames that touch, from frames'
+    (frames, 2) ``(start, end)`` seconds in time order and their (frames,) labels (-1: no speaker)."""
+    breaks = np.flatnonzero((labels[1:] != labels[:-1]) | (spans[1:, 0] - spans[:-1, 1] > 1e-6)) + 1
+    turns = []
+    for first, last in zip(np.r_[0, breaks], np.r_[breaks, len(labels)]):
+        if labels[first] >= 0:
+            turns.append((round(float(spans[first, 0]), 3), round(float(spans[last - 1, 1]), 3),
+                          f"spk{int(labels[first])}"))
+    return turns
 
 
 class Diarizer:
@@ -33,7 +47,7 @@ class Diarizer:
 
     def __init__(self, model, window: float = 1.5, step: float = 0.5, method: str = "spectral",
                  threshold: float = 0.5, max_speakers: int = 8, batch_size: int = 32,
-                 resolution: float = 0.01, vad_options: Optional[dict] = None, vad=None):
+                 resolution: float = 0.01, vad_options: Optional[dict] = None, vad=None, overlap=None):
         if method not in METHODS:
             raise DataError(f"clustering method must be one of {METHODS}, got {method!r}")
         if not 0 < step <= window:
@@ -42,6 +56,7 @@ class Diarizer:
         self.threshold, self.max_speakers, self.batch_size = threshold, max_speakers, batch_size
         self.resolution, self.vad_options = resolution, dict(vad_options or {})
         self.vad = vad  # (wave, sample_rate) -> [(start, end), ...]; None: energy_vad(**vad_options)
+        self.overlap = overlap  # (wave, sample_rate) -> overlapped [(start, end), ...], e.g. OverlapDetector
 
     def windows(self, speech: list) -> list:
         """``(start, end, region index)`` of the embedding windows inside the speech regions."""
@@ -77,7 +92,8 @@ class Diarizer:
         return agglomerative_clustering(embeddings, num_speakers, self.threshold, self.max_speakers)
 
     def diarize(self, wave: torch.Tensor, num_speakers: Optional[int] = None) -> list:
-        """Speaker turns ``[(start, end, "spk<k>"), ...]`` of a mono waveform (time,) at the model's rate."""
+        """Speaker turns ``[(start, end, "spk<k>"), ...]`` of a mono waveform (time,) at the model's rate,
+        sorted by start; with an ``overlap`` detector, turns of two speakers may overlap."""
         wave = torch.as_tensor(wave).float().reshape(-1)
         if self.vad is not None:
             speech = self.vad(wave, self.model.sample_rate)
@@ -89,19 +105,26 @@ class Diarizer:
         labels = self.cluster(self.embed(wave, windows), num_speakers)
         centres = np.array([(start + end) / 2 for start, end, _ in windows])
         regions = np.array([region for _, _, region in windows])
-        turns: list = []
+        frame_spans, frame_labels = [], []  # each speech frame's (start, end) seconds and speaker
         for index, (start, end) in enumerate(speech):
             mine = np.flatnonzero(regions == index)
             times = np.arange(start, end, self.resolution) + self.resolution / 2
             nearest = mine[np.abs(times[:, None] - centres[mine][None, :]).argmin(1)]
-            frame_labels = labels[nearest]
-            boundaries = np.flatnonzero(np.diff(frame_labels)) + 1
-            edges = np.r_[0, boundaries, len(times)]
-            for first, last in zip(edges[:-1], edges[1:]):
-                turn_start = start + first * self.resolution
-                turn_end = min(end, start + last * self.resolution)
-                turns.append((round(turn_start, 3), round(turn_end, 3), f"spk{int(frame_labels[first])}"))
-        return turns
+            offsets = start + np.arange(len(times) + 1) * self.resolution
+            frame_spans.append(np.stack([offsets[:-1], np.minimum(end, offsets[1:])], 1))
+            frame_labels.append(labels[nearest])
+        spans, speakers = np.concatenate(frame_spans), np.concatenate(frame_labels)
+        second = np.full(len(speakers), -1)
+        if self.overlap is not None:
+            middles, overlapped = spans.mean(1), np.zeros(len(speakers), dtype=bool)
+            for start, end in self.overlap(wave, self.model.sample_rate):
+                overlapped |= (middles >= start) & (middles < end)
+            second = second_speakers(speakers, overlapped)
+        turns = []
+        for speaker in np.unique(speakers):
+            talking = (speakers == speaker) | (second == speaker)
+            turns += frame_turns(spans, np.where(talking, speaker, -1))
+        return sorted(turns, key=lambda turn: (turn[0], turn[2]))
 
     def diarize_file(self, path, num_speakers: Optional[int] = None) -> list:
         """Speaker turns of an audio file (any rate; resampled to the model's)."""

@@ -40,14 +40,27 @@ class FrameVAD(torch.nn.Module):
 
     sample_rate = 16000
 
-    def __init__(self, n_mels: int = 40, channels: int = 48):
+    def __init__(self, n_mels: int = 40, channels: int = 48, layers: int = 3):
         super().__init__()
+        if layers < 1:
+            raise DataError(f"FrameVAD needs at least one layer, got {layers}")
         self.fbank = Fbank(sample_rate=self.sample_rate, n_mels=n_mels)
-        conv = torch.nn.Conv1d
+        # kernel 5, dilation 2**i: layer i sees 4 * 2**i more frames (3 layers: 0.29 s, 4 layers: 0.61 s)
         self.layers = torch.nn.ModuleList([
-            conv(n_mels, channels, 5, padding=2), conv(channels, channels, 5, padding=4, dilation=2),
-            conv(channels, channels, 5, padding=8, dilation=4)])
-        self.output = conv(channels, 1, 1)
+            torch.nn.Conv1d(n_mels if i == 0 else channels, channels, 5, padding=2 * 2 ** i, dilation=2 ** i)
+            for i in range(layers)])
+        self.output = torch.nn.Conv1d(channels, 1, 1)
+
+    @classmethod
+    def from_state_dict(cls, state: dict) -> FrameVAD:
+        """A model of the size ``state`` holds (bands, channels and layers read from the weights' shapes)."""
+        layers = sum(1 for key in state if key.startswith("layers.") and key.endswith(".weight"))
+        first = state.get("layers.0.weight")
+        if first is None or first.dim() != 3:
+            raise DataError("no FrameVAD weights (layers.0.weight is missing)")
+        model = cls(n_mels=int(first.shape[1]), channels=int(first.shape[0]), layers=layers)
+        model.load_state_dict(state)
+        return model
 
     def forward(self, wavs: torch.Tensor, lengths: Optional[torch.Tensor] = None) -> tuple:
         if wavs.dim() == 1:
@@ -71,6 +84,22 @@ def reference_frames(turns: Sequence[tuple], frames: int, hop: float = HOP) -> n
     for turn in turns:
         active |= (centres >= turn[0]) & (centres < turn[1])
     return active
+
+
+def overlap_frames(turns: Sequence[tuple], frames: int, hop: float = HOP) -> np.ndarray:
+    """(frames,) bool: whether two or more speakers talk at frame ``i`` (centred on ``i * hop`` seconds).
+    Turns ``(start, end, speaker)`` of one speaker never overlap each other; a turn without a speaker counts
+    as a speaker of its own."""
+    by_speaker: dict = {}
+    for index, turn in enumerate(turns):
+        key = turn[2] if len(turn) > 2 else ("turn", index)
+        by_speaker.setdefault(key, []).append(turn)
+    talking = sum((reference_frames(own, frames, hop).astype(np.int32) for own in by_speaker.values()),
+                  np.zeros(frames, dtype=np.int32))
+    return talking >= 2
+
+
+TARGETS = {"speech": reference_frames, "overlap": overlap_frames}
 
 
 def colored_noise(kind: str, samples: int, rng: np.random.Generator) -> np.ndarray:
@@ -97,15 +126,20 @@ def add_noise(wave: np.ndarray, kind: Optional[str], snr_db: float, rng: np.rand
 
 def train_frame_vad(recordings: Sequence[tuple], steps: int = 300, batch_size: int = 16, crop: float = 4.0,
                     snr_range: tuple = (0.0, 25.0), gain_db_range: tuple = (-20.0, 6.0),
-                    learning_rate: float = 3e-3, seed: int = 0, model: Optional[FrameVAD] = None) -> FrameVAD:
+                    learning_rate: float = 3e-3, seed: int = 0, model: Optional[FrameVAD] = None,
+                    target: str = "speech") -> FrameVAD:
     """Train a :class:`FrameVAD` on ``recordings``, ``[(wave (time,) float32 at 16 kHz, turns), ...]``.
 
     Each example is a ``crop``-second piece of a random recording, its level moved by ``gain_db_range``,
     then left clean, or mixed with white or pink noise at an SNR drawn from ``snr_range`` (a third each).
+    ``target`` is what a frame's logit says: ``speech`` (inside any turn) or ``overlap`` (two or more
+    speakers at once, :func:`overlap_frames`: turns need their speaker, ``(start, end, speaker)``).
 
     Raises:
-        DataError: no recordings, or none with a speech turn.
+        DataError: no recordings, or none with a speech turn; an unknown target.
     """
+    if target not in TARGETS:
+        raise DataError(f"target must be one of {sorted(TARGETS)}, got {target!r}")
     if not recordings or not any(len(turns) for _, turns in recordings):
         raise DataError("train_frame_vad needs recordings with at least one speech turn")
     rng = np.random.default_rng(seed)
@@ -124,13 +158,13 @@ def train_frame_vad(recordings: Sequence[tuple], steps: int = 300, batch_size: i
             kind = (None, "white", "pink")[rng.integers(3)]
             pieces.append(torch.from_numpy(add_noise(piece, kind, rng.uniform(*snr_range), rng)))
             offset = start / FrameVAD.sample_rate
-            targets.append([(turn[0] - offset, turn[1] - offset) for turn in turns])
+            targets.append([(turn[0] - offset, turn[1] - offset, *turn[2:]) for turn in turns])
         lengths = torch.tensor([p.shape[0] for p in pieces], dtype=torch.int64)
         logits, frames = model(torch.nn.utils.rnn.pad_sequence(pieces, batch_first=True), lengths)
         labels = torch.zeros_like(logits)
         for row, turns in enumerate(targets):
             count = int(frames[row])
-            labels[row, :count] = torch.from_numpy(reference_frames(turns, count)).float()
+            labels[row, :count] = torch.from_numpy(TARGETS[target](turns, count)).float()
         valid = (torch.arange(logits.shape[1])[None, :] < frames[:, None]).float()
         loss = (torch.nn.functional.binary_cross_entropy_with_logits(logits, labels, reduction="none")
                 * valid).sum() / valid.sum()
@@ -174,9 +208,8 @@ class TrainedVAD:
         """A detector from weights :meth:`save` wrote (checked like any weight file speechkit loads)."""
         from speechkit.pretrained.loading import load_weights
 
-        model = FrameVAD()
         try:
-            model.load_state_dict(load_weights(path))
-        except RuntimeError as error:
-            raise DataError(f"{path} holds no FrameVAD weights of the default size: {error}") from None
+            model = FrameVAD.from_state_dict(load_weights(path))
+        except (DataError, RuntimeError) as error:
+            raise DataError(f"{path} holds no FrameVAD weights: {error}") from None
         return cls(model, **options)

@@ -29,20 +29,27 @@ class SpeakerVerifier(speechkit.Brain):
     """Waveform -> filterbanks -> embedding; AAM-softmax over training identities; EER on held-out ones."""
 
     def compute_forward(self, batch, stage):
+        """``(embeddings, identities)``: (batch, dim) and, in training, the (batch,) classes to learn."""
         wavs, lengths = batch.sig
+        identities = None
         if stage == Stage.TRAIN:
             seeds = self.item_seeds(batch.id)
             crop = int(self.hparams.crop_seconds * self.hparams.sample_rate)
             wavs, lengths = random_crops(wavs, lengths, crop, (seeds + 1).tolist())
+            identities = batch.spk_id
+            if self.hparams.speed_identities is not None:  # each speed a speaker of its own
+                wavs, lengths, identities = self.hparams.speed_identities(
+                    wavs, lengths, identities, self.num_speakers, seeds)
             if self.hparams.waveform_augmentation is not None:
                 wavs, lengths = self.hparams.waveform_augmentation(wavs, lengths, seeds)
         feats, frames = self.modules.compute_features(wavs, lengths)
         feats, frames = self.modules.mean_var_norm(feats, frames)
-        return self.modules.embedding_model(feats, frames)
+        return self.modules.embedding_model(feats, frames), identities
 
-    def compute_objectives(self, embeddings, batch, stage):
+    def compute_objectives(self, predictions, batch, stage):
+        embeddings, identities = predictions
         if stage == Stage.TRAIN:
-            return self.modules.classifier(embeddings, batch.spk_id)
+            return self.modules.classifier(embeddings, identities)
         self.stats.append(batch.id, embeddings)
         return embeddings.new_zeros(())  # held-out speakers have no class: EER is the validation measure
 
@@ -90,7 +97,9 @@ def main(argv):
     hparams, paths = run.hparams, run.manifests
     data, num_speakers, cohort = datasets(hparams, paths)
     model = hparams["embedding_model"]
-    classifier = hparams["classifier"](embedding_size=model.embedding_size, num_classes=num_speakers)
+    identities = hparams["speed_identities"]
+    classes = identities.num_classes(num_speakers) if identities is not None else num_speakers
+    classifier = hparams["classifier"](embedding_size=model.embedding_size, num_classes=classes)
     modules = {"compute_features": hparams["compute_features"], "mean_var_norm": hparams["mean_var_norm"],
                "embedding_model": model, "classifier": classifier}
     checkpointer = speechkit.Checkpointer(hparams["save_folder"],
@@ -98,7 +107,7 @@ def main(argv):
     brain = SpeakerVerifier(modules, hparams["opt_class"], hparams, run.run_opts, checkpointer)
     brain.trials = {split: read_trials(paths[f"{split}_trials"], set(data[split].data))
                     for split in ("valid", "test")}
-    brain.cohort = cohort
+    brain.cohort, brain.num_speakers = cohort, num_speakers
     fit_and_evaluate(brain, hparams, data, min_key=hparams["test_min_key"])
     return brain
 

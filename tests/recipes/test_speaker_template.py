@@ -2,9 +2,11 @@
 unseen speakers (EER, minDCF with AS-norm) and exports a model folder that ``speechkit verify`` uses."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
+import torch
 
 from speechkit.cli import main as speechkit_main
 from speechkit.templating import available_templates
@@ -28,7 +30,9 @@ def test_copied_template_trains_reports_exports_and_verifies(tmp_path, capsys):
     dest = tmp_path / "my_speaker"
     assert speechkit_main(["new-recipe", "speaker_recognition", str(dest)]) == 0
     corpus = write_speaker_corpus(tmp_path / "corpus")
-    done = run_script(dest / "train.py", speaker_args(corpus, dest / "results" / "run"), timeout=600)
+    # speeds as new speakers (SpeedIdentities): the classifier learns three identities per training speaker
+    speeds = ("--speed_identities", "!new:speechkit.augment.SpeedIdentities {}")
+    done = run_script(dest / "train.py", speaker_args(corpus, dest / "results" / "run", *speeds), timeout=600)
     report = (dest / "results" / "run" / "verification_test.txt").read_text()
     assert "EER" in report and "minDCF(0.01)" in report and "AS-norm cohort 6" in report
     assert "EER" in done.stdout
@@ -37,6 +41,10 @@ def test_copied_template_trains_reports_exports_and_verifies(tmp_path, capsys):
     assert len(scores) == len(trials) > 0
     log = (dest / "results" / "run" / "train_log.txt").read_text()
     assert "eer" in log
+    newest = sorted((dest / "results" / "run" / "save").glob("CKPT+*"))[-1]
+    classes = torch.load(newest / "classifier.ckpt", map_location="cpu")
+    speakers = len({row["spk"] for row in json.loads((corpus / "train.json").read_text()).values()})
+    assert max(tensor.shape[0] for tensor in classes.values() if tensor.dim() == 2) == 3 * speakers
     inference = (dest / "hparams" / "inference.yaml").read_text()
     tiny = inference
     for big, small in (("n_mels: 80", "n_mels: 24"), ("[128, 128, 128, 128, 384]", "[32, 32, 32, 32, 96]"),
@@ -45,7 +53,7 @@ def test_copied_template_trains_reports_exports_and_verifies(tmp_path, capsys):
         tiny = tiny.replace(big, small)
     (tmp_path / "tiny_inference.yaml").write_text(tiny)
     assert speechkit_main(["export", "--checkpoints", str(dest / "results" / "run" / "save"), "--hparams",
-                           str(tmp_path / "tiny_inference.yaml"), "--min-key", "eer", "--output",
+                           str(tmp_path / "tiny_inference.yaml"), "--output",
                            str(tmp_path / "model")]) == 0
     first, second = sorted((corpus / "test").iterdir())[:2]
     capsys.readouterr()

@@ -1,4 +1,5 @@
-"""``speechkit diarize``: a trained voice activity detector from ``--vad``."""
+"""``speechkit diarize``: a trained voice activity detector from ``--vad``, an overlapped-speech detector
+from ``--overlap``."""
 from __future__ import annotations
 
 import pytest
@@ -39,3 +40,38 @@ def test_speechkit_diarize_takes_a_trained_detector(tmp_path, capsys):
         assert main(["diarize", str(tmp_path / "talk.wav"), "--model", str(folder), "--rttm",
                      str(tmp_path / "x.rttm"), "--vad", str(tmp_path / bad)]) != 0
         assert words in capsys.readouterr().err and not (tmp_path / "x.rttm").exists()
+
+
+@pytest.mark.slow  # a speaker model and a diarization through the command (about 10 s)
+def test_speechkit_diarize_gives_overlapped_speech_a_second_speaker(tmp_path, capsys):
+    """``--overlap WEIGHTS``: two speakers talk at once only inside the segments that detector finds, and
+    there they do; a missing weight file is named."""
+    import numpy as np
+    import soundfile
+
+    from speechkit.cli import main
+    from speechkit.data.rttm import read_rttm
+    from speechkit.diarization import OverlapDetector
+    from speechkit.diarization.trained_vad import overlap_frames, reference_frames
+    from tests.helpers import job_models
+
+    folder = job_models.write_speaker_model(tmp_path / "spk")
+    torch.manual_seed(5)
+    detector = OverlapDetector(FrameVAD())  # random weights, centred so that part of the speech "overlaps"
+    wave = bursts(6, seconds=6.0)[0]
+    with torch.no_grad():
+        logits = torch.logit(torch.from_numpy(detector.probabilities(torch.from_numpy(wave))).double())
+        detector.model.output.bias -= float(logits.quantile(0.7))
+    detector.save(tmp_path / "overlap.safetensors")
+    soundfile.write(tmp_path / "talk.wav", wave, RATE)
+    assert main(["diarize", str(tmp_path / "talk.wav"), "--model", str(folder), "--rttm",
+                 str(tmp_path / "out.rttm"), "--num-speakers", "2", "--overlap",
+                 str(tmp_path / "overlap.safetensors")]) == 0
+    turns = read_rttm(str(tmp_path / "out.rttm"))["talk"]
+    frames = int(len(wave) / 160)
+    both = overlap_frames(turns, frames)
+    found = reference_frames(detector(torch.from_numpy(wave), RATE), frames)
+    assert both.any() and not (both & ~np.convolve(found, np.ones(3), "same").astype(bool)).any()
+    assert main(["diarize", str(tmp_path / "talk.wav"), "--model", str(folder), "--rttm",
+                 str(tmp_path / "x.rttm"), "--overlap", str(tmp_path / "missing.safetensors")]) != 0
+    assert "--overlap: no weight file" in capsys.readouterr().err and not (tmp_path / "x.rttm").exists()

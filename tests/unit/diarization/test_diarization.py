@@ -14,8 +14,8 @@ from speechkit.corpus.conversations import overlap_share, write_conversations
 from speechkit.data.rttm import read_rttm, write_rttm
 from speechkit.diarization import Diarizer, agglomerative_clustering, energy_vad, spectral_clustering
 from speechkit.errors import DataError
-from speechkit.features import Fbank
 from speechkit.metrics.diarization import diarization_error_rate
+from tests.unit.diarization.tone_speakers import MelEmbedder
 
 RATE = 16000
 
@@ -65,44 +65,6 @@ def test_clustering_recovers_the_speakers(count):
     assert len(set(agglomerative_clustering(points, num_speakers=1).tolist())) == 1
     with pytest.raises(DataError, match="num_speakers"):
         spectral_clustering(points, num_speakers=0)
-
-
-class MelEmbedder:
-    """A deterministic speaker "model" for pipeline tests: the mean log mel spectrum of the audio (tones of
-    different pitch give different spectra)."""
-
-    sample_rate = RATE
-
-    def __init__(self):
-        self.fbank = Fbank(n_mels=24)
-
-    def embed_batch(self, wavs, lengths):
-        feats, frames = self.fbank(wavs, lengths)
-        mask = (torch.arange(feats.shape[1])[None, :] < frames[:, None]).float().unsqueeze(-1)
-        mean = (feats * mask).sum(1) / mask.sum(1)
-        return mean - mean.mean(-1, keepdim=True)
-
-    def load_audio(self, path):
-        wave, _ = soundfile.read(path, dtype="float32")
-        return torch.from_numpy(wave)
-
-
-@pytest.fixture(scope="module")
-def tone_rows(tmp_path_factory):
-    """Utterances of four tone 'speakers' (one pitch and timbre each)."""
-    root = tmp_path_factory.mktemp("tones")
-    rng = np.random.default_rng(1)
-    rows = {}
-    for s, (pitch, harmonics) in enumerate(((110, 3), (220, 1), (330, 5), (500, 2))):
-        for u in range(4):
-            n = int(RATE * rng.uniform(0.8, 1.6))
-            t = np.arange(n) / RATE
-            wave = sum(0.15 / h * np.sin(2 * np.pi * pitch * h * t) for h in range(1, harmonics + 1))
-            wave = np.r_[np.zeros(1600), wave, np.zeros(1600)] + 0.001 * rng.standard_normal(n + 3200)
-            path = root / f"s{s}-{u}.flac"
-            soundfile.write(path, wave.astype(np.float32), RATE)
-            rows[f"s{s}-{u}"] = {"wav": str(path), "spk": f"s{s}"}
-    return rows
 
 
 def test_conversations_have_their_reference(tone_rows, tmp_path):
