@@ -101,26 +101,27 @@ def main(argv=None) -> None:
     parser.add_argument("--threshold", type=float, default=0.5, help="the detector's probability threshold")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
-    train_folder = args.work / "train-conversations"
+    train_folder = args.work / f"train-conversations-{args.train_count}"
     if not (train_folder / "conversations.json").exists():
         rows = load_speaker_rows(str(args.corpus / "train.json"), str(args.corpus))
         write_conversations(rows, str(train_folder), count=args.train_count, seed=11)
     train = [(wave, turns) for _, wave, turns in read_conversations(train_folder)]
     test = read_conversations(args.conversations or args.corpus / "conversations")
     weights = args.work / f"overlap-{args.train_count}-{args.steps}.safetensors"
-    started = time.perf_counter()
     if weights.exists():  # trained by an earlier run of the same settings
         detector = OverlapDetector.load(weights, threshold=args.threshold)
+        trained = f"loaded from {weights}"
     else:
+        started = time.perf_counter()
         detector = OverlapDetector(train_frame_vad(train, steps=args.steps, target="overlap"),
                                    threshold=args.threshold)
         detector.save(weights)
-    trained_s = time.perf_counter() - started
+        trained = f"{args.steps} steps in {time.perf_counter() - started:.0f} s"
     model = SpeakerRecognition.from_hparams(args.model)
     precision, recall = detector_accuracy(detector, test)
     print(machine_line())
     print(f"overlap detector: trained on {sum(len(w) for w, _ in train) / 16000:.0f} s ({len(train)} "
-          f"conversations of training speakers) in {trained_s:.0f} s; on the {len(test)} test conversations "
+          f"conversations of training speakers), {trained}; on the {len(test)} test conversations "
           f"frame precision {precision:.1f}%, recall {recall:.1f}% (threshold {args.threshold})\n")
     print("| clustering | overlapped frames | DER | missed | false alarm | confusion | speaker count wrong |")
     print("|---|---|---|---|---|---|---|")
