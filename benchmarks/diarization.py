@@ -16,46 +16,30 @@ Usage:
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
 
-import soundfile
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from speechkit.corpus.conversations import load_speaker_rows, write_conversations  # noqa: E402
-from speechkit.data.rttm import read_rttm  # noqa: E402
+from speechkit.corpus.conversations import (  # noqa: E402
+    load_speaker_rows,
+    read_conversations,
+    write_conversations,
+)
 from speechkit.diarization import Diarizer  # noqa: E402
-from speechkit.diarization.overlap import OverlapDetector  # noqa: E402
+from speechkit.diarization.overlap import OverlapDetector, overlap_segments  # noqa: E402
 from speechkit.diarization.trained_vad import overlap_frames, reference_frames, train_frame_vad  # noqa: E402
-from speechkit.diarization.vad import smoothed_segments  # noqa: E402
 from speechkit.machine import machine_line  # noqa: E402
 from speechkit.metrics.diarization import diarization_error_rate  # noqa: E402
 from speechkit.pretrained.speaker import SpeakerRecognition  # noqa: E402
 
 
-def read_conversations(folder: Path) -> list:
-    """``[(id, wave, turns), ...]`` of a ``conversations.json`` folder."""
-    manifest = json.loads((folder / "conversations.json").read_text())
-    out = []
-    for conversation_id, entry in manifest.items():
-        wave, _ = soundfile.read(entry["wav"], dtype="float32")
-        out.append((conversation_id, wave, read_rttm(entry["rttm"])[conversation_id]))
-    return out
-
-
 def reference_overlap(turns: list):
     """A detector that returns the reference's overlapped segments (what a perfect detector finds)."""
-
-    def detect(wave, sample_rate):
-        duration = wave.shape[0] / sample_rate
-        return smoothed_segments(overlap_frames(turns, int(duration / 0.01)), duration, min_speech=0.0,
-                                 min_silence=0.0, padding=0.0)
-
-    return detect
+    return lambda wave, sample_rate: overlap_segments(turns, wave.shape[0] / sample_rate)
 
 
 def score(model, options: dict, conversations: list, overlap_for) -> dict:
@@ -105,8 +89,8 @@ def main(argv=None) -> None:
     if not (train_folder / "conversations.json").exists():
         rows = load_speaker_rows(str(args.corpus / "train.json"), str(args.corpus))
         write_conversations(rows, str(train_folder), count=args.train_count, seed=11)
-    train = [(wave, turns) for _, wave, turns in read_conversations(train_folder)]
-    test = read_conversations(args.conversations or args.corpus / "conversations")
+    train = [(wave, turns) for _, wave, turns in read_conversations(str(train_folder))]
+    test = read_conversations(str(args.conversations or args.corpus / "conversations"))
     weights = args.work / f"overlap-{args.train_count}-{args.steps}.safetensors"
     if weights.exists():  # trained by an earlier run of the same settings
         detector = OverlapDetector.load(weights, threshold=args.threshold)

@@ -13,19 +13,20 @@ Usage:
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
-import soundfile
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from speechkit.corpus.conversations import load_speaker_rows, write_conversations  # noqa: E402
-from speechkit.data.rttm import read_rttm  # noqa: E402
+from speechkit.corpus.conversations import (  # noqa: E402
+    load_speaker_rows,
+    read_conversations,
+    write_conversations,
+)
 from speechkit.diarization.trained_vad import (  # noqa: E402
     TrainedVAD,
     add_noise,
@@ -44,12 +45,7 @@ def conversations(corpus: Path, split: str, output: Path, count: int, seed: int)
     if not (output / "conversations.json").exists():
         write_conversations(load_speaker_rows(str(corpus / f"{split}.json"), str(corpus)), str(output),
                             count=count, seed=seed)
-    manifest = json.loads((output / "conversations.json").read_text())
-    out = []
-    for conversation_id, entry in manifest.items():
-        wave, _ = soundfile.read(entry["wav"], dtype="float32")
-        out.append((wave, read_rttm(entry["rttm"])[conversation_id]))
-    return out
+    return [(wave, turns) for _, wave, turns in read_conversations(str(output))]
 
 
 def frame_errors(reference: np.ndarray, segments: list) -> tuple:

@@ -139,3 +139,17 @@ def write_conversations(rows: dict, output: str, count: int, speakers_range=(2, 
     with atomic_write(path) as handle:
         json.dump(manifest, handle, indent=1)
     return path
+
+
+def read_conversations(folder: str) -> list:
+    """``[(conversation id, wave (time,) float32, reference turns), ...]`` of a folder
+    :func:`write_conversations` wrote (its ``conversations.json``)."""
+    from speechkit.data.rttm import read_rttm
+
+    with open(os.path.join(folder, "conversations.json"), encoding="utf-8") as handle:
+        manifest = json.load(handle)
+    out = []
+    for conversation_id, entry in manifest.items():
+        wave, _ = soundfile.read(entry["wav"], dtype="float32")
+        out.append((conversation_id, wave, read_rttm(entry["rttm"])[conversation_id]))
+    return out

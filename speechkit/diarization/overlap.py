@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from speechkit.diarization.trained_vad import TrainedVAD
+from speechkit.diarization.trained_vad import TrainedVAD, overlap_frames
+from speechkit.diarization.vad import HOP, smoothed_segments
 
 
 class OverlapDetector(TrainedVAD):
@@ -32,6 +33,14 @@ class OverlapDetector(TrainedVAD):
     def __init__(self, model, threshold: float = 0.5, min_speech: float = 0.1, min_silence: float = 0.1,
                  padding: float = 0.0):
         super().__init__(model, threshold, min_speech=min_speech, min_silence=min_silence, padding=padding)
+
+
+def overlap_segments(turns, duration: float) -> list:
+    """The overlapped segments ``[(start, end), ...]`` of reference ``turns`` ``(start, end, speaker)`` in a
+    recording of ``duration`` seconds, at the detector's 10 ms resolution: what a perfect
+    :class:`OverlapDetector` would find (the upper bound of overlap-aware re-segmentation)."""
+    return smoothed_segments(overlap_frames(turns, int(duration / HOP)), duration, min_speech=0.0,
+                             min_silence=0.0, padding=0.0)
 
 
 def second_speakers(labels: np.ndarray, overlapped: np.ndarray) -> np.ndarray:

@@ -2,40 +2,26 @@
 classifier trained to find overlap, and the diarizer giving overlapped frames two speakers."""
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pytest
-import soundfile
 import torch
 
-from speechkit.corpus.conversations import write_conversations
-from speechkit.data.rttm import read_rttm
+from speechkit.corpus.conversations import read_conversations, write_conversations
 from speechkit.diarization import Diarizer, FrameVAD, OverlapDetector, train_frame_vad
-from speechkit.diarization.overlap import second_speakers
+from speechkit.diarization.overlap import overlap_segments, second_speakers
 from speechkit.diarization.trained_vad import overlap_frames, reference_frames
-from speechkit.diarization.vad import smoothed_segments
 from speechkit.errors import DataError
 from speechkit.metrics.diarization import diarization_error_rate
 from tests.unit.diarization.tone_speakers import RATE, MelEmbedder
 
 
 def _conversations(rows, folder, count, seed):
-    manifest = json.loads(open(write_conversations(rows, str(folder), count=count, overlap_probability=0.8,
-                                                   seed=seed)).read())
-    out = []
-    for conversation_id, row in manifest.items():
-        wave, _ = soundfile.read(row["wav"], dtype="float32")
-        out.append((wave, read_rttm(row["rttm"])[conversation_id]))
-    return out
+    write_conversations(rows, str(folder), count=count, overlap_probability=0.8, seed=seed)
+    return [(wave, turns) for _, wave, turns in read_conversations(str(folder))]
 
 
 def _reference_detector(turns):
-    def detect(wave, sample_rate):
-        duration = wave.shape[0] / sample_rate
-        return smoothed_segments(overlap_frames(turns, int(duration / 0.01)), duration, min_speech=0.0,
-                                 min_silence=0.0, padding=0.0)
-    return detect
+    return lambda wave, sample_rate: overlap_segments(turns, wave.shape[0] / sample_rate)
 
 
 def test_overlap_frames_are_where_two_speakers_talk():
