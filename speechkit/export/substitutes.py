@@ -156,12 +156,23 @@ class ExportableISTFTGenerator(torch.nn.Module):
 
 
 class ExportableConvTasNet(torch.nn.Module):
-    """Twin of :class:`~speechkit.models.ConvTasNet`: the frame count follows the input's size (PyTorch
-    computes it as a Python int), the masked normalization runs for every batch (PyTorch takes a fused path
-    when nothing is padded: the same statistics), and the dilated depthwise convolutions are
-    ``conv1d`` (equal to the shifted sums of PyTorch's training code).
+    """Twin of :class:`~speechkit.models.ConvTasNet` laid out for onnxruntime's CPU kernels.
 
-    Needs at least ``kernel_size`` samples of padded input (checked by the runtime)."""
+    The same function as PyTorch's, rearranged where onnxruntime is slow at batch 1:
+
+    - the separation network runs channels-last, ``(batch, frames, channels)``, flattened to
+      ``(batch * frames, channels)`` around each 1x1 convolution, which becomes one ``Gemm`` with its bias
+      (and a matrix product that int8 quantisation turns into ``MatMulInteger``, several times faster than
+      the ``ConvInteger`` a 1x1 convolution becomes);
+    - a one-slope PReLU is a ``LeakyRelu`` with the slope as a constant (onnxruntime's broadcasting ``PRelu``
+      took a quarter of the graph's time);
+    - the frame count follows the input's size (PyTorch computes it as a Python int), and the masked
+      normalization runs for every batch (PyTorch takes a fused path when nothing is padded: the same
+      statistics);
+    - the dilated depthwise convolutions stay sums of shifted products, now along the frame axis.
+
+    benchmarks/export.py measures it against eager PyTorch. Needs at least ``kernel_size`` samples of
+    padded input (checked by the runtime)."""
 
     def __init__(self, original: ConvTasNet):
         super().__init__()
@@ -174,37 +185,67 @@ class ExportableConvTasNet(torch.nn.Module):
         x = mixture * length_mask(lengths, time).to(mixture.dtype)
         # stride - 1 zeros: the encoder then gives ceil((time - K) / stride) + 1 frames, PyTorch's count.
         x = torch.nn.functional.pad(x, (0, m.stride - 1)).unsqueeze(1)
-        encoded = torch.relu(m.encoder(x))
+        encoded = torch.relu(m.encoder(x))  # (batch, enc_dim, frames)
         total = encoded.shape[2]
-        mask = length_mask(frames, total).to(x.dtype).unsqueeze(1)
-        encoded = encoded * mask
-        y = m.bottleneck(m.input_norm(encoded, mask, zero_padding=False))
-        skips = torch.zeros_like(y)
+        frame_mask = length_mask(frames, total).to(x.dtype)
+        encoded = encoded * frame_mask.unsqueeze(1)
+        mask = frame_mask.unsqueeze(2)  # (batch, frames, 1)
+        valid = mask.sum(dim=(1, 2), keepdim=True).clamp(min=1.0)
+        y = _pointwise(m.bottleneck, _global_norm(m.input_norm, encoded.transpose(1, 2), mask, valid))
+        skips = None
         for block in m.blocks:
-            z = block.norm1(block.act1(block.expand(y)), mask)
-            z = _depthwise(block.depthwise, z)
-            z = block.norm2(block.act2(z), mask, zero_padding=False)
-            y = y + block.residual(z) if block.residual is not None else y
-            skips = skips + block.skip(z)
-        masks = m.mask_conv(m.mask_act(skips))
-        masks = masks.reshape(-1, m.num_speakers, m.enc_dim, total)
+            z = _global_norm(block.norm1, _prelu(block.act1, _pointwise(block.expand, y)), mask, valid)
+            z = _depthwise_frames_last(block.depthwise, z * mask)  # zeros past each length, as in PyTorch
+            z = _global_norm(block.norm2, _prelu(block.act2, z), mask, valid)
+            y = y + _pointwise(block.residual, z) if block.residual is not None else y
+            skip = _pointwise(block.skip, z)
+            skips = skip if skips is None else skips + skip
+        masks = _pointwise(m.mask_conv, _prelu(m.mask_act, skips))  # (batch, frames, speakers * enc_dim)
         masks = torch.relu(masks) if m.mask_activation == "relu" else torch.sigmoid(masks)
+        masks = masks.reshape(-1, total, m.num_speakers, m.enc_dim).permute(0, 2, 3, 1)
         separated = (masks * encoded.unsqueeze(1)).reshape(-1, m.enc_dim, total)
         out = m.decoder(separated)
         out = out.reshape(-1, m.num_speakers, out.shape[-1])[..., :time]
         return out * length_mask(lengths, time).to(out.dtype).unsqueeze(1)
 
 
-def _depthwise(conv, x: torch.Tensor) -> torch.Tensor:
-    """:class:`~speechkit.models.conv_tasnet.DepthwiseDilatedConv` without its in-place updates: a sum of
-    ``kernel`` shifted products (faster than a grouped dilated convolution in onnxruntime and TorchScript)."""
-    frames, half = x.shape[-1], conv.dilation * (conv.kernel - 1) // 2
-    padded = torch.nn.functional.pad(x, (half, half))
-    weight = conv.weight.unsqueeze(0)  # (1, channels, 1, kernel)
-    out = conv.bias.view(1, -1, 1) + weight[..., 0] * padded[..., :frames]
+def _pointwise(conv: torch.nn.Conv1d, x: torch.Tensor) -> torch.Tensor:
+    """A 1x1 convolution on channels-last ``x`` (batch, frames, in) -> (batch, frames, out), computed on
+    ``(batch * frames, in)`` so that the exporter writes one ``Gemm`` with the bias inside."""
+    batch, frames, channels = x.shape
+    out = torch.nn.functional.linear(x.reshape(-1, channels), conv.weight[..., 0], conv.bias)
+    return out.reshape(batch, frames, -1)
+
+
+def _prelu(act: torch.nn.PReLU, x: torch.Tensor) -> torch.Tensor:
+    """PReLU on channels-last ``x``: a ``LeakyRelu`` when it has one slope (the value is fixed at export)."""
+    if act.weight.numel() == 1:
+        return torch.nn.functional.leaky_relu(x, float(act.weight))
+    return torch.nn.functional.prelu(x.transpose(1, 2), act.weight).transpose(1, 2)
+
+
+def _global_norm(norm, x: torch.Tensor, mask: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+    """:class:`~speechkit.models.conv_tasnet.GlobalLayerNorm` on channels-last ``x`` (batch, frames, C) over
+    each item's valid frames (``mask`` (batch, frames, 1), ``valid`` their count (batch, 1, 1)); frames past
+    a length are left as they come. Channels are summed first, so the mask multiplies one value a frame."""
+    count = valid * x.shape[2]
+    mean = (x.sum(dim=2, keepdim=True) * mask).sum(dim=1, keepdim=True) / count
+    centered = x - mean
+    var = ((centered * centered).sum(dim=2, keepdim=True) * mask).sum(dim=1, keepdim=True) / count
+    scale = norm.weight.view(1, 1, -1) * torch.rsqrt(var + norm.eps)  # (batch, 1, C)
+    return centered * scale + norm.bias.view(1, 1, -1)
+
+
+def _depthwise_frames_last(conv, x: torch.Tensor) -> torch.Tensor:
+    """:class:`~speechkit.models.conv_tasnet.DepthwiseDilatedConv` on channels-last ``x`` (batch, frames, C):
+    a sum of ``kernel`` shifted products along the frame axis, without in-place updates."""
+    frames, half = x.shape[1], conv.dilation * (conv.kernel - 1) // 2
+    padded = torch.nn.functional.pad(x, (0, 0, half, half))
+    taps = conv.weight[:, 0, :].t()  # (kernel, C)
+    out = conv.bias + taps[0] * padded[:, :frames]
     for k in range(1, conv.kernel):
         start = k * conv.dilation
-        out = out + weight[..., k] * padded[..., start:start + frames]
+        out = out + taps[k] * padded[:, start:start + frames]
     return out
 
 

@@ -242,3 +242,34 @@ def test_istft_vocoder_exports_exactly(tmp_path, fmt):
     for spec in graph_specs(vocoder):
         entry = export_graph(spec, tmp_path / f"{spec.name}.{fmt}", fmt)
         assert entry["max_abs_diff"] < 1e-4, spec.name
+
+
+@pytest.mark.parametrize("per_channel_slopes", [False, True])
+def test_separator_twin_is_the_model_channels_last(per_channel_slopes):
+    """The exported Conv-TasNet runs channels-last with 1x1 convolutions as matrix products; it is the same
+    function on a padded batch, with trained-looking (non-default) norms and slopes, one or per channel."""
+    from speechkit.export.substitutes import exportable
+    from speechkit.models import ConvTasNet
+
+    torch.manual_seed(0)
+    model = ConvTasNet.from_preset("tiny", num_speakers=2).eval()
+    if per_channel_slopes:
+        for block in model.blocks:
+            block.act1, block.act2 = torch.nn.PReLU(16), torch.nn.PReLU(16)
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.add_(0.2 * torch.randn_like(parameter))
+    mixtures, lengths = torch.randn(3, 4000), torch.tensor([4000, 1501, 2777])
+    with torch.no_grad():
+        expected, got = model(mixtures, lengths), exportable(model)(mixtures, lengths)
+    assert float((got - expected).abs().max()) < 1e-5 * (1 + float(expected.abs().max()))
+
+
+def test_separator_graph_uses_matrix_products_and_leaky_relu(exported):
+    import onnx
+
+    _, folder = exported["separator"]
+    ops = [node.op_type for node in onnx.load(str(folder / "separator.onnx")).graph.node]
+    assert "PRelu" not in ops and "LeakyRelu" in ops
+    assert ops.count("Conv") == 1 and ops.count("ConvTranspose") == 1  # the encoder and the decoder
+    assert ops.count("Gemm") >= 3

@@ -73,6 +73,10 @@ def test_int8_separator_sources_stay_close_in_si_snr(quantized):
     wavs, lengths = speech_like([5_003, 1_234], seed=1)
     expected, got = reference.separate_batch(wavs, lengths), graph.separate_batch(wavs, lengths)
     assert got.shape == expected.shape and (got - expected).abs().max() > 1e-7
+    # the 1x1 convolutions are matrix products, quantised to int8 products (not the slower ConvInteger)
+    operators = json.loads((folder / "export.json").read_text())["artefacts"]["separator.onnx"][
+        "quantization"]["operators"]
+    assert "MatMulInteger" in operators
     # the int8 sources against the float ones, as estimates of them: far above any separation figure
     assert float(si_snr(got[0, :, :5003], expected[0, :, :5003]).min()) >= 20.0
 
