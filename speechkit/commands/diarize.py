@@ -4,7 +4,8 @@ Each file is diarized with the speaker model folder ``--model`` (interface Speak
 activity detection (by energy, or by the trained detector whose weights ``--vad`` names,
 :class:`speechkit.diarization.TrainedVAD`), overlapped speech given a second speaker when ``--overlap``
 names the weights of an :class:`speechkit.diarization.OverlapDetector`, embeddings of
-``--window``-second windows every ``--step`` seconds, clustering (``--clustering spectral`` estimates the
+``--window``-second windows every ``--step`` seconds (their similarities averaged with those of the longer
+``--scales`` windows), clustering (``--clustering spectral`` estimates the
 number of speakers from the eigengap, ``agglomerative`` stops at ``--threshold``; ``--num-speakers`` fixes
 it). With ``--reference REF.rttm`` the diarization error rate (collar ``--collar`` seconds each side of a
 reference boundary) is printed per file and over all files.
@@ -34,8 +35,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--clustering", choices=["spectral", "agglomerative"], default="spectral")
     parser.add_argument("--threshold", type=float, default=0.5,
                         help="Agglomerative: cosine similarity below which clusters stay apart.")
-    parser.add_argument("--window", type=float, default=1.5, help="Embedding window, seconds.")
-    parser.add_argument("--step", type=float, default=0.5, help="Embedding window step, seconds.")
+    parser.add_argument("--window", type=float, default=0.75, help="Embedding window, seconds.")
+    parser.add_argument("--step", type=float, default=0.25, help="Embedding window step, seconds.")
+    parser.add_argument("--scales", type=float, nargs="*", default=[1.5, 1.0], metavar="SECONDS",
+                        help="Longer windows whose similarities are averaged with the --window ones "
+                             "(multi-scale); give none for one scale.")
     parser.add_argument("--reference", default=None, help="Reference RTTM: print the DER of each file.")
     parser.add_argument("--collar", type=float, default=0.25,
                         help="Seconds not scored on each side of a reference boundary (default 0.25).")
@@ -71,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
     overlap = OverlapDetector.load(args.overlap) if args.overlap is not None else None
     model = SpeakerRecognition.from_hparams(model_source(args), run_opts={"device": args.device},
                                             **from_hparams_options(args))
-    diarizer = Diarizer(model, window=args.window, step=args.step, method=args.clustering,
+    diarizer = Diarizer(model, window=args.window, step=args.step, scales=args.scales, method=args.clustering,
                         threshold=args.threshold, max_speakers=args.max_speakers, vad=vad, overlap=overlap)
     results, totals = {}, {"missed": 0.0, "false_alarm": 0.0, "confusion": 0.0, "total": 0.0}
     count_errors = 0

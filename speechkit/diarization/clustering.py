@@ -1,11 +1,12 @@
 """Clustering speaker embeddings into speakers: spectral clustering with the eigengap estimate of the number
 of speakers, and agglomerative (average linkage) clustering with a cosine-similarity threshold.
 
-Both take (n, dim) embeddings and return one speaker label per row (0, 1, ... in order of first
-appearance). Given ``num_speakers``, both produce that many clusters (when there are that many rows);
-otherwise spectral clustering picks the count with the largest eigengap of the graph Laplacian (at most
-``max_speakers``) and agglomerative clustering stops merging when no two clusters are more similar than
-``threshold``.
+Both take (n, dim) embeddings, or an (n, n) ``similarity`` matrix of cosine similarities (e.g. the
+multi-scale one of :class:`~speechkit.diarization.Diarizer`), and return one speaker label per row (0, 1,
+... in order of first appearance). Given ``num_speakers``, both produce that many clusters (when there are
+that many rows); otherwise spectral clustering picks the count with the largest eigengap of the graph
+Laplacian (at most ``max_speakers``) and agglomerative clustering stops merging when no two clusters are
+more similar than ``threshold``.
 
 Example:
     >>> x = torch.tensor([[1.0, 0.0], [0.9, 0.1], [0.0, 1.0], [0.1, 0.9]])
@@ -22,7 +23,8 @@ import torch
 from speechkit.errors import DataError
 
 
-def _cosine(embeddings: torch.Tensor) -> np.ndarray:
+def cosine_similarity(embeddings: torch.Tensor) -> np.ndarray:
+    """(n, n) float64 cosine similarities of (n, dim) embeddings."""
     x = torch.nn.functional.normalize(torch.as_tensor(embeddings).double(), dim=-1)
     return (x @ x.T).numpy()
 
@@ -35,15 +37,27 @@ def _relabel(labels: np.ndarray) -> np.ndarray:
     return np.array([order[label] for label in labels.tolist()], dtype=np.int64)
 
 
-def _check(embeddings, num_speakers, max_speakers) -> int:
-    shape = tuple(torch.as_tensor(embeddings).shape)
-    if len(shape) != 2:
-        raise DataError(f"clustering takes (n, dim) embeddings, got shape {shape}")
+def _similarity(embeddings, similarity) -> np.ndarray:
+    """The (n, n) similarities to cluster: ``similarity`` if given, else those of ``embeddings``."""
+    if (embeddings is None) == (similarity is None):
+        raise DataError("clustering takes either embeddings or a similarity matrix, not both or neither")
+    if similarity is None:
+        shape = tuple(torch.as_tensor(embeddings).shape)
+        if len(shape) != 2:
+            raise DataError(f"clustering takes (n, dim) embeddings, got shape {shape}")
+        return cosine_similarity(embeddings)
+    similarity = np.array(similarity, dtype=np.float64)
+    if similarity.ndim != 2 or similarity.shape[0] != similarity.shape[1]:
+        raise DataError(f"a similarity matrix is (n, n), got shape {similarity.shape}")
+    return similarity
+
+
+def _check(count, num_speakers, max_speakers) -> int:
     if num_speakers is not None and num_speakers < 1:
         raise DataError(f"num_speakers must be >= 1, got {num_speakers}")
     if max_speakers < 1:
         raise DataError(f"max_speakers must be >= 1, got {max_speakers}")
-    return int(torch.as_tensor(embeddings).shape[0])
+    return count
 
 
 def kmeans(points: np.ndarray, k: int, seed: int = 0, iterations: int = 100, restarts: int = 5) -> np.ndarray:
@@ -71,19 +85,21 @@ def kmeans(points: np.ndarray, k: int, seed: int = 0, iterations: int = 100, res
     return best
 
 
-def spectral_clustering(embeddings: torch.Tensor, num_speakers: Optional[int] = None, max_speakers: int = 8,
-                        keep: float = 0.3, seed: int = 0) -> np.ndarray:
+def spectral_clustering(embeddings: Optional[torch.Tensor] = None, num_speakers: Optional[int] = None,
+                        max_speakers: int = 8, keep: float = 0.3, seed: int = 0,
+                        similarity: Optional[np.ndarray] = None) -> np.ndarray:
     """Spectral clustering of cosine affinities, each row keeping its ``keep`` share of strongest links.
 
     The affinity graph is made sparse per row (Park et al., "Auto-tuning spectral clustering", 2019) and
     symmetrized; the number of speakers (unless given) is the position of the largest gap between the
     ascending eigenvalues of its Laplacian, then k-means clusters the rows of the first eigenvectors.
     """
-    count = _check(embeddings, num_speakers, max_speakers)
+    similarity = _similarity(embeddings, similarity)
+    count = _check(len(similarity), num_speakers, max_speakers)
     if count <= 2:
         return np.zeros(count, dtype=np.int64) if num_speakers in (None, 1) or count < 2 \
             else np.arange(count, dtype=np.int64)
-    affinity = np.clip(_cosine(embeddings), 0.0, None)
+    affinity = np.clip(similarity, 0.0, None)
     neighbours = max(2, int(np.ceil(keep * count)))
     pruned = np.zeros_like(affinity)
     strongest = np.argsort(-affinity, axis=1)[:, :neighbours]
@@ -101,13 +117,14 @@ def spectral_clustering(embeddings: torch.Tensor, num_speakers: Optional[int] = 
     return _relabel(kmeans(vectors[:, :num_speakers], num_speakers, seed))
 
 
-def agglomerative_clustering(embeddings: torch.Tensor, num_speakers: Optional[int] = None,
-                             threshold: float = 0.5, max_speakers: int = 8) -> np.ndarray:
+def agglomerative_clustering(embeddings: Optional[torch.Tensor] = None, num_speakers: Optional[int] = None,
+                             threshold: float = 0.5, max_speakers: int = 8,
+                             similarity: Optional[np.ndarray] = None) -> np.ndarray:
     """Average-linkage clustering on cosine similarity: merge the two most similar clusters while their
     similarity is at least ``threshold`` (or until ``num_speakers`` clusters remain, when given; never more
     than ``max_speakers`` when estimating)."""
-    count = _check(embeddings, num_speakers, max_speakers)
-    similarity = _cosine(embeddings)
+    similarity = _similarity(embeddings, similarity)  # a fresh array: changed in place below
+    count = _check(len(similarity), num_speakers, max_speakers)
     np.fill_diagonal(similarity, -np.inf)
     sizes = np.ones(count)
     members = {i: [i] for i in range(count)}

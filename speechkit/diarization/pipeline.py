@@ -10,6 +10,13 @@ returns the turns ``(start, end, speaker)``. Every frame gets one speaker, unles
 (:class:`~speechkit.diarization.overlap.OverlapDetector`) finds overlapped speech: those frames also get
 the nearest other speaker in time (:func:`~speechkit.diarization.overlap.second_speakers`).
 
+Multi-scale similarities: short windows place speaker changes precisely but give noisier embeddings than
+long ones. With ``scales`` (longer window lengths, seconds), every scale's windows are embedded too (same
+``step``); each ``window``-second window is matched with the window of each scale whose centre is nearest
+in the same speech region, and the cosine similarities of all scales are averaged before clustering. The
+defaults (0.75 s windows, with 1.5 s and 1.0 s scales, every 0.25 s) were chosen on development
+conversations, not the test ones (docs/speaker.md, "Diarization").
+
 Example:
     >>> model = SpeakerRecognition.from_hparams("results/speaker-model")      # doctest: +SKIP
     >>> Diarizer(model).diarize_file("meeting.wav")                           # doctest: +SKIP
@@ -22,7 +29,7 @@ from typing import Optional
 import numpy as np
 import torch
 
-from speechkit.diarization.clustering import agglomerative_clustering, spectral_clustering
+from speechkit.diarization.clustering import agglomerative_clustering, cosine_similarity, spectral_clustering
 from speechkit.diarization.overlap import second_speakers
 from speechkit.diarization.vad import energy_vad
 from speechkit.errors import DataError
@@ -42,33 +49,51 @@ def frame_turns(spans: np.ndarray, labels: np.ndarray) -> list:
     return turns
 
 
+def nearest_windows(windows: list, others: list) -> np.ndarray:
+    """For each of ``windows`` ``(start, end, region)``, the index in ``others`` of the window of the same
+    speech region whose centre is nearest (every region has at least one window of each length)."""
+    centres = np.array([(start + end) / 2 for start, end, _ in others])
+    regions = np.array([region for _, _, region in others])
+    out = np.empty(len(windows), dtype=np.int64)
+    for row, (start, end, region) in enumerate(windows):
+        mine = np.flatnonzero(regions == region)
+        out[row] = mine[np.abs(centres[mine] - (start + end) / 2).argmin()]
+    return out
+
+
 class Diarizer:
     """Diarize recordings with a speaker embedding model (see the module docstring)."""
 
-    def __init__(self, model, window: float = 1.5, step: float = 0.5, method: str = "spectral",
-                 threshold: float = 0.5, max_speakers: int = 8, batch_size: int = 32,
-                 resolution: float = 0.01, vad_options: Optional[dict] = None, vad=None, overlap=None):
+    def __init__(self, model, window: float = 0.75, step: float = 0.25, scales: tuple = (1.5, 1.0),
+                 method: str = "spectral", threshold: float = 0.5, max_speakers: int = 8,
+                 batch_size: int = 32, resolution: float = 0.01, vad_options: Optional[dict] = None,
+                 vad=None, overlap=None):
         if method not in METHODS:
             raise DataError(f"clustering method must be one of {METHODS}, got {method!r}")
         if not 0 < step <= window:
             raise DataError(f"need 0 < step <= window, got step {step} and window {window}")
+        self.scales = tuple(float(length) for length in scales or ())
+        if any(length <= 0 for length in self.scales):
+            raise DataError(f"scales are window lengths in seconds, all > 0; got {list(self.scales)}")
         self.model, self.window, self.step, self.method = model, window, step, method
         self.threshold, self.max_speakers, self.batch_size = threshold, max_speakers, batch_size
         self.resolution, self.vad_options = resolution, dict(vad_options or {})
         self.vad = vad  # (wave, sample_rate) -> [(start, end), ...]; None: energy_vad(**vad_options)
         self.overlap = overlap  # (wave, sample_rate) -> overlapped [(start, end), ...], e.g. OverlapDetector
 
-    def windows(self, speech: list) -> list:
-        """``(start, end, region index)`` of the embedding windows inside the speech regions."""
+    def windows(self, speech: list, length: Optional[float] = None) -> list:
+        """``(start, end, region index)`` of the embedding windows of ``length`` seconds (default
+        ``window``), every ``step`` seconds, inside the speech regions."""
+        length = self.window if length is None else length
         out = []
         for index, (start, end) in enumerate(speech):
-            if end - start <= self.window:
+            if end - start <= length:
                 out.append((start, end, index))
                 continue
-            count = int(np.ceil((end - start - self.window) / self.step)) + 1
+            count = int(np.ceil((end - start - length) / self.step)) + 1
             for k in range(count):
-                first = min(start + k * self.step, end - self.window)
-                out.append((first, first + self.window, index))
+                first = min(start + k * self.step, end - length)
+                out.append((first, first + length, index))
         return out
 
     def embed(self, wave: torch.Tensor, windows: list) -> torch.Tensor:
@@ -86,10 +111,20 @@ class Diarizer:
             out.append(self.model.embed_batch(batch, lengths).cpu())
         return torch.cat(out)
 
-    def cluster(self, embeddings: torch.Tensor, num_speakers: Optional[int]) -> np.ndarray:
+    def similarity(self, wave: torch.Tensor, speech: list, windows: list) -> np.ndarray:
+        """(windows, windows) cosine similarities of ``windows``, averaged over the scales."""
+        total = cosine_similarity(self.embed(wave, windows))
+        for length in self.scales:
+            wider = self.windows(speech, length)
+            match = nearest_windows(windows, wider)
+            total += cosine_similarity(self.embed(wave, wider))[np.ix_(match, match)]
+        return total / (1 + len(self.scales))
+
+    def cluster(self, similarity: np.ndarray, num_speakers: Optional[int]) -> np.ndarray:
         if self.method == "spectral":
-            return spectral_clustering(embeddings, num_speakers, self.max_speakers)
-        return agglomerative_clustering(embeddings, num_speakers, self.threshold, self.max_speakers)
+            return spectral_clustering(None, num_speakers, self.max_speakers, similarity=similarity)
+        return agglomerative_clustering(None, num_speakers, self.threshold, self.max_speakers,
+                                        similarity=similarity)
 
     def diarize(self, wave: torch.Tensor, num_speakers: Optional[int] = None) -> list:
         """Speaker turns ``[(start, end, "spk<k>"), ...]`` of a mono waveform (time,) at the model's rate,
@@ -102,7 +137,7 @@ class Diarizer:
         windows = self.windows(speech)
         if not windows:
             return []
-        labels = self.cluster(self.embed(wave, windows), num_speakers)
+        labels = self.cluster(self.similarity(wave, speech, windows), num_speakers)
         centres = np.array([(start + end) / 2 for start, end, _ in windows])
         regions = np.array([region for _, _, region in windows])
         frame_spans, frame_labels = [], []  # each speech frame's (start, end) seconds and speaker

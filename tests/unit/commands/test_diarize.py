@@ -75,3 +75,23 @@ def test_speechkit_diarize_gives_overlapped_speech_a_second_speaker(tmp_path, ca
     assert main(["diarize", str(tmp_path / "talk.wav"), "--model", str(folder), "--rttm",
                  str(tmp_path / "x.rttm"), "--overlap", str(tmp_path / "missing.safetensors")]) != 0
     assert "--overlap: no weight file" in capsys.readouterr().err and not (tmp_path / "x.rttm").exists()
+
+
+@pytest.mark.slow  # a speaker model and three diarizations through the command (about 10 s)
+def test_speechkit_diarize_takes_the_scales(tmp_path, capsys):
+    """``--scales`` with lengths (multi-scale, the default has two) or none (one scale); a bad length is
+    named before anything is written."""
+    import soundfile
+
+    from speechkit.cli import main
+    from speechkit.data.rttm import read_rttm
+    from tests.helpers import job_models
+
+    folder = job_models.write_speaker_model(tmp_path / "spk")
+    soundfile.write(tmp_path / "talk.wav", bursts(4, seconds=4.0)[0], RATE)
+    command = ["diarize", str(tmp_path / "talk.wav"), "--model", str(folder), "--rttm"]
+    for name, scales in (("one", ["--scales"]), ("two", ["--scales", "2.0", "1.0"])):
+        assert main(command + [str(tmp_path / f"{name}.rttm")] + scales) == 0
+        assert read_rttm(str(tmp_path / f"{name}.rttm"))["talk"]
+    assert main(command + [str(tmp_path / "bad.rttm"), "--scales", "1.5", "0"]) != 0
+    assert "scales" in capsys.readouterr().err and not (tmp_path / "bad.rttm").exists()

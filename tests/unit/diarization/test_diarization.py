@@ -13,6 +13,8 @@ import torch
 from speechkit.corpus.conversations import overlap_share, write_conversations
 from speechkit.data.rttm import read_rttm, write_rttm
 from speechkit.diarization import Diarizer, agglomerative_clustering, energy_vad, spectral_clustering
+from speechkit.diarization.clustering import cosine_similarity
+from speechkit.diarization.pipeline import nearest_windows
 from speechkit.errors import DataError
 from speechkit.metrics.diarization import diarization_error_rate
 from tests.unit.diarization.tone_speakers import MelEmbedder
@@ -67,6 +69,48 @@ def test_clustering_recovers_the_speakers(count):
         spectral_clustering(points, num_speakers=0)
 
 
+def test_clustering_takes_a_similarity_matrix_instead_of_embeddings():
+    points, truth = _clusters(seed=3, sizes=(10, 8, 6))
+    similarity = cosine_similarity(points)
+    assert np.array_equal(spectral_clustering(similarity=similarity), spectral_clustering(points))
+    assert np.array_equal(agglomerative_clustering(similarity=similarity, threshold=0.5),
+                          agglomerative_clustering(points, threshold=0.5))
+    assert np.array_equal(similarity, cosine_similarity(points))  # not changed in place
+    for bad, message in (({}, "either embeddings or"), ({"embeddings": points, "similarity": similarity},
+                                                        "either embeddings or"),
+                         ({"similarity": similarity[:, :5]}, r"\(n, n\)")):
+        with pytest.raises(DataError, match=message):
+            spectral_clustering(**bad)
+
+
+def test_each_window_is_matched_with_the_nearest_centred_window_of_its_region():
+    windows = [(0.0, 0.75, 0), (0.25, 1.0, 0), (5.0, 5.75, 1)]
+    wider = [(0.0, 1.5, 0), (0.5, 2.0, 0), (4.0, 5.5, 1), (5.0, 6.5, 1)]
+    assert nearest_windows(windows, wider).tolist() == [0, 0, 3]  # centres 0.75, 1.25 | 4.75, 5.75
+    assert nearest_windows(windows, windows).tolist() == [0, 1, 2]
+
+
+def test_multi_scale_similarity_averages_the_scales(tone_rows, tmp_path):
+    manifest = json.loads(open(write_conversations(tone_rows, str(tmp_path / "conv"), count=1,
+                                                   overlap_probability=0.0, seed=5)).read())
+    (conversation_id, row), = manifest.items()
+    wave = torch.from_numpy(soundfile.read(row["wav"], dtype="float32")[0])
+    single = Diarizer(MelEmbedder(), window=0.8, step=0.4, scales=())
+    speech = energy_vad(wave, RATE)
+    windows = single.windows(speech)
+    alone = single.similarity(wave, speech, windows)
+    # a scale equal to the window matches every window with itself: the same similarities
+    same = Diarizer(MelEmbedder(), window=0.8, step=0.4, scales=(0.8,)).similarity(wave, speech, windows)
+    np.testing.assert_allclose(same, alone, atol=1e-12)
+    two = Diarizer(MelEmbedder(), window=0.8, step=0.4, scales=(1.6,))
+    wider = two.windows(speech, 1.6)
+    match = nearest_windows(windows, wider)
+    expected = (alone + cosine_similarity(two.embed(wave, wider))[np.ix_(match, match)]) / 2
+    np.testing.assert_allclose(two.similarity(wave, speech, windows), expected, atol=1e-12)
+    with pytest.raises(DataError, match="scales"):
+        Diarizer(MelEmbedder(), scales=(1.5, 0.0))
+
+
 def test_conversations_have_their_reference(tone_rows, tmp_path):
     manifest = json.loads(open(write_conversations(tone_rows, str(tmp_path / "conv"), count=3,
                                                    speakers_range=(2, 3), seed=2)).read())
@@ -90,7 +134,7 @@ def test_conversations_have_their_reference(tone_rows, tmp_path):
 def test_pipeline_diarizes_conversations_without_overlap(tone_rows, tmp_path, method):
     manifest = json.loads(open(write_conversations(tone_rows, str(tmp_path / "conv"), count=2,
                                                    overlap_probability=0.0, seed=5)).read())
-    diarizer = Diarizer(MelEmbedder(), window=0.8, step=0.4, method=method, threshold=0.9)
+    diarizer = Diarizer(MelEmbedder(), window=0.8, step=0.4, scales=(1.6,), method=method, threshold=0.9)
     for conversation_id, row in manifest.items():
         reference = read_rttm(row["rttm"])[conversation_id]
         turns = diarizer.diarize_file(row["wav"])
