@@ -4,8 +4,9 @@ onnxruntime's dynamic quantisation stores the weights of the matrix products, re
 convolutions as int8 (one scale per output channel, 7 bits of range) and quantises their inputs to uint8 as
 the graph runs (one scale per tensor, computed from each call's values). The weights take a quarter of
 their float size; on CPU the int8 matrix products and LSTMs are faster than float32 ones, while onnxruntime's
-``ConvInteger`` is slower than its float convolution (a convolution-only model gets smaller, not faster:
-docs/deploy.md has the figures).
+``ConvInteger`` is slower than its float convolution (a convolution-only model gets smaller, not faster;
+Conv-TasNet's graph computes its 1x1 convolutions as matrix products for this reason: docs/deploy.md has the
+figures).
 
 Int8 is not float32 rounding: the float graph's check (:func:`speechkit.export.convert.allowed_difference`)
 cannot hold. The quantised graph is instead compared with PyTorch by the signal-to-error ratio of every float
