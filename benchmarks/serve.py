@@ -11,7 +11,9 @@ one serving one request at a time (``--max-batch-items 1``). Each client sends `
 measured in turns, ``--repeats`` times, in the same run, and the table keeps each server's best measurement
 (on a shared machine, the one least slowed by other work; a measurement with errors always wins, so errors
 are never hidden). It gives requests per second (answered / wall time), p50 and p99 latency, and errors
-(any answer but 200, which must be 0).
+(any answer but 200, which must be 0). Last, the model alone in this process (no server, one thread as
+each server has): milliseconds per clip at batch 1, the batching server's batch size and the largest client
+count, the most batching can give this model.
 
 Usage:
     python benchmarks/serve.py [--clients 1,8,32] [--requests 8] [--repeats 3] [--threads 1] [--d-model 96]
@@ -144,6 +146,30 @@ def run_load(url: str, clients: int, requests: int, clips: list, time_limit_s: f
             "p99_s": float(np.percentile(latencies, 99)) if len(latencies) else float("nan")}
 
 
+def model_batch_cost(model: Path, clip_seconds: float, batches: list, threads: int,
+                     repeats: int = 10) -> dict:
+    """batch size -> milliseconds per clip of ``transcribe_batch`` on random clips (median of ``repeats``)."""
+    import torch
+
+    from speechkit.pretrained import Pretrained
+
+    torch.set_num_threads(threads)
+    asr = Pretrained.from_hparams(str(model))
+    samples = int(clip_seconds * 16000)
+    cost = {}
+    for batch in batches:
+        wavs = 0.1 * torch.randn(batch, samples, generator=torch.Generator().manual_seed(0))
+        lengths = torch.full((batch,), samples)
+        asr.transcribe_batch(wavs, lengths)  # warm-up
+        times = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            asr.transcribe_batch(wavs, lengths)
+            times.append(time.perf_counter() - start)
+        cost[batch] = 1000 * float(np.median(times)) / batch
+    return cost
+
+
 def main(argv=None) -> dict:
     args = parse_args(argv)
     counts = [int(c) for c in args.clients.split(",")]
@@ -170,6 +196,8 @@ def main(argv=None) -> dict:
         finally:
             for server in servers.values():
                 server.stop()
+        cost = model_batch_cost(model, args.clip_seconds, sorted({1, args.max_batch_items, max(counts)}),
+                                args.threads)
     print(f"\nspeechkit serve: {args.clip_seconds:g} s clips, Transformer d_model={args.d_model} "
           f"layers={args.layers}, {args.threads} torch thread(s) per server, batches of up to "
           f"{args.max_batch_items}, best of {args.repeats}, {os.cpu_count()} CPUs\n")
@@ -186,8 +214,11 @@ def main(argv=None) -> dict:
     print()
     for clients, ratio in ratios.items():
         print(f"batching at {clients} client(s): {ratio:.2f}x the requests/s of one-at-a-time serving")
+    print("\nthe model alone, " + ", ".join(f"batch {batch}: {ms:.2f} ms per clip "
+                                            f"({cost[1] / ms:.2f}x batch 1)" for batch, ms in cost.items()))
     results["ratios"] = ratios
     results["speedup"] = ratios[max(counts)]
+    results["model_ms_per_clip"] = cost
     return results
 
 

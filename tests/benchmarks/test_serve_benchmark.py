@@ -19,7 +19,7 @@ def test_serve_benchmark_runs(capsys):
                               "--repeats", "1", "--time-limit-s", "60"])
     printed = capsys.readouterr().out
     assert "| batched | 4 |" in printed and "| one-at-a-time | 4 |" in printed
-    assert "x the requests/s of one-at-a-time serving" in printed
+    assert "x the requests/s of one-at-a-time serving" in printed and "the model alone, batch 1:" in printed
     for serving in ("batched", "one-at-a-time"):
         assert all(r["errors"] == 0 and r["answered"] == r["planned"] for r in results[serving].values())
 

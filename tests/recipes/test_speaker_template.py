@@ -44,7 +44,8 @@ def test_copied_template_trains_reports_exports_and_verifies(tmp_path, capsys):
     newest = sorted((dest / "results" / "run" / "save").glob("CKPT+*"))[-1]
     classes = torch.load(newest / "classifier.ckpt", map_location="cpu")
     speakers = len({row["spk"] for row in json.loads((corpus / "train.json").read_text()).values()})
-    assert max(tensor.shape[0] for tensor in classes.values() if tensor.dim() == 2) == 3 * speakers
+    # three identities per speaker (speeds), each with the template's three sub-centres
+    assert max(tensor.shape[0] for tensor in classes.values() if tensor.dim() == 2) == 3 * speakers * 3
     inference = (dest / "hparams" / "inference.yaml").read_text()
     tiny = inference
     for big, small in (("n_mels: 80", "n_mels: 24"), ("[128, 128, 128, 128, 384]", "[32, 32, 32, 32, 96]"),
