@@ -169,7 +169,9 @@ class ExportableConvTasNet(torch.nn.Module):
     - the frame count follows the input's size (PyTorch computes it as a Python int), and the masked
       normalization runs for every batch (PyTorch takes a fused path when nothing is padded: the same
       statistics);
-    - the dilated depthwise convolutions stay sums of shifted products, now along the frame axis.
+    - each dilated depthwise convolution is one grouped ``Conv`` with the PReLU after it (fused by
+      onnxruntime; int8 quantisation leaves grouped convolutions in float32:
+      :mod:`speechkit.export.quantize`).
 
     benchmarks/export.py measures it against eager PyTorch. Needs at least ``kernel_size`` samples of
     padded input (checked by the runtime)."""
@@ -195,8 +197,8 @@ class ExportableConvTasNet(torch.nn.Module):
         skips = None
         for block in m.blocks:
             z = _global_norm(block.norm1, _prelu(block.act1, _pointwise(block.expand, y)), mask, valid)
-            z = _depthwise_frames_last(block.depthwise, z * mask)  # zeros past each length, as in PyTorch
-            z = _global_norm(block.norm2, _prelu(block.act2, z), mask, valid)
+            z = _depthwise_prelu(block.depthwise, block.act2, z * mask)  # zeros past each length, as PyTorch
+            z = _global_norm(block.norm2, z, mask, valid)
             y = y + _pointwise(block.residual, z) if block.residual is not None else y
             skip = _pointwise(block.skip, z)
             skips = skip if skips is None else skips + skip
@@ -236,17 +238,19 @@ def _global_norm(norm, x: torch.Tensor, mask: torch.Tensor, valid: torch.Tensor)
     return centered * scale + norm.bias.view(1, 1, -1)
 
 
-def _depthwise_frames_last(conv, x: torch.Tensor) -> torch.Tensor:
-    """:class:`~speechkit.models.conv_tasnet.DepthwiseDilatedConv` on channels-last ``x`` (batch, frames, C):
-    a sum of ``kernel`` shifted products along the frame axis, without in-place updates."""
-    frames, half = x.shape[1], conv.dilation * (conv.kernel - 1) // 2
-    padded = torch.nn.functional.pad(x, (0, 0, half, half))
-    taps = conv.weight[:, 0, :].t()  # (kernel, C)
-    out = conv.bias + taps[0] * padded[:, :frames]
-    for k in range(1, conv.kernel):
-        start = k * conv.dilation
-        out = out + taps[k] * padded[:, start:start + frames]
-    return out
+def _depthwise_prelu(conv, act: torch.nn.PReLU, x: torch.Tensor) -> torch.Tensor:
+    """:class:`~speechkit.models.conv_tasnet.DepthwiseDilatedConv` then ``act`` on channels-last ``x`` (batch,
+    frames, C): one grouped ``Conv`` on the transposed frames, the activation before transposing back so
+    that onnxruntime fuses the two (faster than shifted products along the frames: 1.19x against 1.11x
+    eager in float32, 1.29x against 1.23x in int8, in one interleaved run)."""
+    half = conv.dilation * (conv.kernel - 1) // 2
+    out = torch.nn.functional.conv1d(x.transpose(1, 2), conv.weight, conv.bias, padding=half,
+                                     dilation=conv.dilation, groups=conv.weight.shape[0])
+    if act.weight.numel() == 1:
+        out = torch.nn.functional.leaky_relu(out, float(act.weight))
+    else:
+        out = torch.nn.functional.prelu(out, act.weight)
+    return out.transpose(1, 2)
 
 
 def _twin(module: torch.nn.Module):

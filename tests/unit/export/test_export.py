@@ -268,8 +268,13 @@ def test_separator_twin_is_the_model_channels_last(per_channel_slopes):
 def test_separator_graph_uses_matrix_products_and_leaky_relu(exported):
     import onnx
 
-    _, folder = exported["separator"]
-    ops = [node.op_type for node in onnx.load(str(folder / "separator.onnx")).graph.node]
-    assert "PRelu" not in ops and "LeakyRelu" in ops
-    assert ops.count("Conv") == 1 and ops.count("ConvTranspose") == 1  # the encoder and the decoder
-    assert ops.count("Gemm") >= 3
+    from speechkit.export.quantize import grouped_convolutions
+
+    source, folder = exported["separator"]
+    nodes = onnx.load(str(folder / "separator.onnx")).graph.node
+    ops = [node.op_type for node in nodes]
+    assert "PRelu" not in ops and "LeakyRelu" in ops and ops.count("Gemm") >= 3
+    blocks = len(Pretrained.from_hparams(str(source)).mods["separator"].blocks)
+    # the encoder and the decoder, and one grouped (depthwise) convolution per block
+    assert ops.count("ConvTranspose") == 1 and ops.count("Conv") == 1 + blocks
+    assert len(grouped_convolutions(folder / "separator.onnx")) == blocks
