@@ -219,11 +219,14 @@ def _pointwise(conv: torch.nn.Conv1d, x: torch.Tensor) -> torch.Tensor:
     return out.reshape(batch, frames, -1)
 
 
-def _prelu(act: torch.nn.PReLU, x: torch.Tensor) -> torch.Tensor:
-    """PReLU on channels-last ``x``: a ``LeakyRelu`` when it has one slope (the value is fixed at export)."""
+def _prelu(act: torch.nn.PReLU, x: torch.Tensor, channels_last: bool = True) -> torch.Tensor:
+    """PReLU on ``x`` (batch, frames, C), or (batch, C, frames) with ``channels_last=False``: a ``LeakyRelu``
+    when it has one slope (the value is fixed at export)."""
     if act.weight.numel() == 1:
         return torch.nn.functional.leaky_relu(x, float(act.weight))
-    return torch.nn.functional.prelu(x.transpose(1, 2), act.weight).transpose(1, 2)
+    if channels_last:
+        return torch.nn.functional.prelu(x.transpose(1, 2), act.weight).transpose(1, 2)
+    return torch.nn.functional.prelu(x, act.weight)
 
 
 def _global_norm(norm, x: torch.Tensor, mask: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
@@ -246,11 +249,7 @@ def _depthwise_prelu(conv, act: torch.nn.PReLU, x: torch.Tensor) -> torch.Tensor
     half = conv.dilation * (conv.kernel - 1) // 2
     out = torch.nn.functional.conv1d(x.transpose(1, 2), conv.weight, conv.bias, padding=half,
                                      dilation=conv.dilation, groups=conv.weight.shape[0])
-    if act.weight.numel() == 1:
-        out = torch.nn.functional.leaky_relu(out, float(act.weight))
-    else:
-        out = torch.nn.functional.prelu(out, act.weight)
-    return out.transpose(1, 2)
+    return _prelu(act, out, channels_last=False).transpose(1, 2)
 
 
 def _twin(module: torch.nn.Module):
