@@ -52,12 +52,11 @@ def _similarity(embeddings, similarity) -> np.ndarray:
     return similarity
 
 
-def _check(count, num_speakers, max_speakers) -> int:
+def _check(num_speakers, max_speakers) -> None:
     if num_speakers is not None and num_speakers < 1:
         raise DataError(f"num_speakers must be >= 1, got {num_speakers}")
     if max_speakers < 1:
         raise DataError(f"max_speakers must be >= 1, got {max_speakers}")
-    return count
 
 
 def kmeans(points: np.ndarray, k: int, seed: int = 0, iterations: int = 100, restarts: int = 5) -> np.ndarray:
@@ -95,7 +94,8 @@ def spectral_clustering(embeddings: Optional[torch.Tensor] = None, num_speakers:
     ascending eigenvalues of its Laplacian, then k-means clusters the rows of the first eigenvectors.
     """
     similarity = _similarity(embeddings, similarity)
-    count = _check(len(similarity), num_speakers, max_speakers)
+    _check(num_speakers, max_speakers)
+    count = len(similarity)
     if count <= 2:
         return np.zeros(count, dtype=np.int64) if num_speakers in (None, 1) or count < 2 \
             else np.arange(count, dtype=np.int64)
@@ -124,7 +124,8 @@ def agglomerative_clustering(embeddings: Optional[torch.Tensor] = None, num_spea
     similarity is at least ``threshold`` (or until ``num_speakers`` clusters remain, when given; never more
     than ``max_speakers`` when estimating)."""
     similarity = _similarity(embeddings, similarity)  # a fresh array: changed in place below
-    count = _check(len(similarity), num_speakers, max_speakers)
+    _check(num_speakers, max_speakers)
+    count = len(similarity)
     np.fill_diagonal(similarity, -np.inf)
     sizes = np.ones(count)
     members = {i: [i] for i in range(count)}
