@@ -67,6 +67,8 @@ def test_int8_recognizer_transcribes_close_to_pytorch(quantized):
 
 
 def test_int8_separator_sources_stay_close_in_si_snr(quantized):
+    import onnx
+
     source, folder = quantized["separator"]
     reference, graph = Pretrained.from_hparams(str(source)), Pretrained.from_hparams(str(folder),
                                                                                     backend="onnx")
@@ -77,8 +79,6 @@ def test_int8_separator_sources_stay_close_in_si_snr(quantized):
     operators = json.loads((folder / "export.json").read_text())["artefacts"]["separator.onnx"][
         "quantization"]["operators"]
     assert "MatMulInteger" in operators
-    import onnx
-
     # the depthwise convolutions stay float32 (ConvInteger would be slower): only the encoder's is int8
     ops = [node.op_type for node in onnx.load(str(folder / "separator.int8.onnx")).graph.node]
     assert ops.count("ConvInteger") == 1 and ops.count("Conv") >= 1
