@@ -350,10 +350,10 @@ def test_template_normalizer_maps_the_built_in_corpus_to_itself_and_inference_ag
     assert repr(exported) == repr(normalize)
 
 
-def test_the_telephone_preset_adds_a_band_limit_to_the_default_augmentations(tmp_path):
+def test_the_telephone_and_real_voices_presets_add_to_the_default_augmentations(tmp_path):
     template = Path(__file__).resolve().parents[2] / "templates" / "speech_recognition" / "ASR" / "hparams"
     presets = {}
-    for preset in ("default", "telephone"):
+    for preset in ("default", "telephone", "real_voices"):
         hparams = speechkit.load_hparams(template / "train.yaml", {
             "augmentation_preset": preset, "output_folder": str(tmp_path / preset)})
         presets[preset] = hparams["waveform_augmentation"]
@@ -363,3 +363,8 @@ def test_the_telephone_preset_adds_a_band_limit_to_the_default_augmentations(tmp
     assert default.probabilities == [1.0, 0.5, 0.3]
     assert names(telephone) == names(default) + ["BandLimit"] and telephone.probabilities[-1] == 0.5
     assert telephone.augmentations[-1].high_hz == (3300.0, 4000.0)
+    real_voices = presets["real_voices"]
+    assert names(real_voices) == ["SpeedPerturb", "TimeStretch", "Equalizer", "AddNoise", "BandLimit"]
+    assert real_voices.probabilities == [1.0, 0.5, 0.5, 0.3, 0.5]
+    assert real_voices.augmentations[1].rate_range == (0.55, 1.0)  # slower only: people read slower
+    assert real_voices.augmentations[-1].high_hz == (3300.0, 4000.0)
