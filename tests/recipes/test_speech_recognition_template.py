@@ -13,6 +13,7 @@ import torch
 import yaml
 
 import speechkit
+from speechkit.augment import generator_for
 from speechkit.checkpoints import Checkpointer
 from speechkit.cli import main as speechkit_main
 from speechkit.data.manifest import load_manifest
@@ -368,3 +369,7 @@ def test_the_telephone_and_real_voices_presets_add_to_the_default_augmentations(
     assert real_voices.probabilities == [1.0, 0.5, 0.5, 0.3, 0.5]
     assert real_voices.augmentations[1].rate_range == (0.55, 1.0)  # slower only: people read slower
     assert real_voices.augmentations[-1].high_hz == (3300.0, 4000.0)
+    wave = 0.1 * torch.randn(16000, generator=torch.Generator().manual_seed(0))
+    lengths = [real_voices.augment(wave, generator_for(seed)).shape[-1] for seed in range(24)]
+    assert min(lengths) >= 16000 / 1.1 - 1  # nothing faster than the speed perturbation's 1.1
+    assert max(lengths) > 16000 * 1.25  # slowed down beyond what the speed perturbation's 0.9 gives
