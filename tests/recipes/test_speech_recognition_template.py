@@ -347,8 +347,9 @@ def test_template_normalizer_maps_the_built_in_corpus_to_itself_and_inference_ag
     assert [normalize(sentence) for sentence in sentences] == sentences
     assert [normalize(word) for word in vocabulary()] == vocabulary()
     assert normalize("Nine, ten!") == "NINE TEN"
-    exported = speechkit.load_hparams(folder / "inference.yaml")["text_normalizer"]
-    assert repr(exported) == repr(normalize)
+    for model_folder_yaml in ("inference.yaml", "inference_no_lm.yaml", "inference_streaming.yaml"):
+        exported = speechkit.load_hparams(folder / model_folder_yaml)["text_normalizer"]
+        assert repr(exported) == repr(normalize), model_folder_yaml
 
 
 def test_the_telephone_and_real_voices_presets_add_to_the_default_augmentations(tmp_path):
