@@ -18,6 +18,7 @@ from speechkit.decoding.ctc import (
 from speechkit.decoding.ctc_prefix_score import CTCPrefixScorer, CTCPrefixState
 from speechkit.decoding.lexicon import Lexicon
 from speechkit.decoding.search import SEARCHES, decode
+from speechkit.decoding.word_list import WordList
 
 __all__ = [
     "AttentionBeamSearch",
@@ -29,6 +30,7 @@ __all__ = [
     "SEARCHES",
     "PrefixLanguageModelScores",
     "ctc_greedy_decode",
+    "WordList",
     "ctc_prefix_beam_search",
     "decode",
 ]

@@ -365,6 +365,10 @@ class CTCPrefixBeamSearch:
     def __call__(self, log_probs: torch.Tensor, lengths: torch.Tensor):
         return ctc_prefix_beam_search(log_probs, lengths, self.beam_size, self.blank_index, **self.options)
 
+    def with_lexicon(self, lexicon: Optional[Lexicon]) -> CTCPrefixBeamSearch:
+        """The same search spelling only the words of ``lexicon`` (a closed vocabulary; None: any word)."""
+        return CTCPrefixBeamSearch(self.beam_size, self.blank_index, **{**self.options, "lexicon": lexicon})
+
     def stream(self) -> CTCPrefixBeamStream:
         """The same search over one utterance whose scores arrive chunk by chunk
         (:class:`CTCPrefixBeamStream`)."""

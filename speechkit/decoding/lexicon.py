@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Sequence
 from typing import Callable, Optional
 
+from speechkit.decoding.word_list import WordList
 from speechkit.errors import DataError
 
 WORD_START_MARK = "\u2581"  # SentencePiece's word-boundary mark, "▁"
@@ -61,7 +62,8 @@ class Lexicon:
         """The words of a manifest's transcripts (``text_field`` split on white space) as ``tokenizer``
         spells them: the closed vocabulary of a training set. ``normalizer`` (the recipe's text normaliser,
         :class:`speechkit.data.text_policy.TextNormalizer`) prepares each transcript first, as it does the
-        training targets: words written "Nine," and "nine" are the one word "NINE" the model spells.
+        training targets: words written "Nine," and "nine" are the one word "NINE" the model spells
+        (:meth:`speechkit.decoding.WordList.from_manifest`).
 
         Example:
             >>> from speechkit.data.text_policy import TextNormalizer
@@ -70,13 +72,8 @@ class Lexicon:
             >>> sorted(tokenizer.decode(list(word)) for word in lexicon.words)
             ['GOOD', 'HELLO', 'MORNING', 'WORLD']
         """
-        from speechkit.data.manifest import load_manifest
-
-        rows = load_manifest(manifest, replacements, check_files=False).values()
-        texts = (str(row[text_field]) for row in rows)
-        if normalizer is not None:
-            texts = (normalizer(text) for text in texts)
-        return cls.from_tokenizer(tokenizer, {word for text in texts for word in text.split()})
+        return cls.from_tokenizer(tokenizer, WordList.from_manifest(manifest, replacements, text_field,
+                                                                    normalizer).words)
 
     def extend(self, partial: tuple[int, ...], token: int) -> Optional[tuple[int, ...]]:
         """The unfinished word after appending ``token`` to a hypothesis whose unfinished word is ``partial``.

@@ -260,6 +260,11 @@ class EncoderASR(Pretrained):
 
     REQUIRED_KEYS = ("modules", "sample_rate", "encoder_pipeline", "tokenizer")
 
+    def __init__(self, modules: dict, hparams: dict, run_opts=None, source_description: str = "hyperparams"):
+        super().__init__(modules, hparams, run_opts, source_description)
+        if hparams.get("vocabulary") is not None:
+            hparams["decoder"] = closed_vocabulary_search(hparams, source_description)
+
     @torch.no_grad()
     def encode_batch(self, wavs: torch.Tensor, lengths: Optional[torch.Tensor] = None) -> tuple:
         """Run the encoder pipeline.
@@ -392,3 +397,21 @@ def _put_built_instances(hparams: dict, classes: dict, loadables: dict) -> None:
         for key, value in list(hparams.items()):
             if value is cls:
                 hparams[key] = loadables[name]
+
+
+def closed_vocabulary_search(hparams: dict, where: str):
+    """The model's CTC prefix beam search (``decoder``) restricted to the words of its ``vocabulary`` (a
+    :class:`speechkit.decoding.WordList` the pretrainer read from the folder's word list), as the tokenizer
+    spells them: the closed vocabulary of the training transcripts (``closed_vocabulary`` in training)."""
+    from speechkit.decoding.lexicon import Lexicon
+    from speechkit.decoding.word_list import WordList
+
+    vocabulary, decoder = hparams["vocabulary"], hparams.get("decoder")
+    if not isinstance(vocabulary, WordList):
+        raise HparamsError(f"{where}: key 'vocabulary' must be a speechkit.decoding.WordList read from the "
+                           f"folder's word list (a pretrainer loadable, like the tokenizer), got "
+                           f"{describe_value(vocabulary)}")
+    if not callable(getattr(decoder, "with_lexicon", None)):
+        raise HparamsError(f"{where}: a vocabulary restricts a CTC prefix beam search (decoder: "
+                           f"speechkit.decoding.CTCPrefixBeamSearch), got decoder {describe_value(decoder)}")
+    return decoder.with_lexicon(Lexicon.from_tokenizer(hparams["tokenizer"], vocabulary.words))

@@ -205,6 +205,28 @@ def test_the_documented_export_command_takes_the_runs_sizes(trained_copy, tiny_c
     assert speechkit_main(kept) != 0 and "does not load back" in capsys.readouterr().err  # sizes kept: no fit
 
 
+def test_the_training_vocabulary_goes_into_a_model_folder_that_decodes_with_it(trained_copy, tiny_corpus):
+    """train.py writes its training transcripts' words (closed_vocabulary), and inference_vocabulary.yaml
+    exports a model folder whose beam search spells only them, as the test search did."""
+    asr = trained_copy / "ASR"
+    run = asr / "results" / "asr" / "1234"
+    words = (run / "vocabulary.txt").read_text().split()
+    normalize = speechkit.load_hparams(asr / "hparams" / "ASR.yaml")["text_normalizer"]
+    rows = json.loads((tiny_corpus / "train.json").read_text()).values()
+    assert words == sorted({word for row in rows for word in normalize(row["text"]).split()})
+    model = asr / "results" / "model-vocabulary"
+    tokenizer = trained_copy / "Tokenizer" / "results" / "tokenizer" / "tokenizer.model"
+    assert speechkit_main(["export", "--checkpoints", str(run / "save"), "--min-key", "WER", "--hparams",
+                           str(asr / "hparams" / "inference_vocabulary.yaml"), "--output", str(model),
+                           "--file", f"tokenizer={tokenizer}",
+                           "--file", f"vocabulary={run / 'vocabulary.txt'}"]) == 0
+    recognizer = EncoderASR.from_hparams(str(model), savedir=trained_copy / "fetched-vocabulary")
+    assert recognizer.hparams["vocabulary"].words == tuple(words)
+    assert recognizer.hparams["decoder"].options["lexicon"] is not None
+    text = recognizer.transcribe_file(str(tiny_corpus / "test" / "utt-test-000.flac"))
+    assert set(text.split()) <= set(words)
+
+
 def test_a_model_trained_without_the_lm_exports_without_it(trained_copy, tiny_corpus, capsys):
     """--lm_weight 0 and no LM file: the LM stays at its initial weights, so inference.yaml (which ships the
     LM with lm_weight 1.0) is refused and inference_no_lm.yaml exports a recognizer."""

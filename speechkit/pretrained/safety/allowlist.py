@@ -66,7 +66,7 @@ SPEECHKIT_CLASSES = {
     "speechkit.features": ("FeatureChain", "FrequencyWarp", "MFCC", "Deltas", "Fbank", "GlobalNormalization",
                            "UtteranceNormalization", "SpecAugment", "SpeedPerturb", "STFT"),
     "speechkit.decoding": ("AttentionBeamSearch", "CTCPrefixBeamSearch", "CTCPrefixScorer", "Lexicon",
-                           "PrefixLanguageModelScores"),
+                           "PrefixLanguageModelScores", "WordList"),
     "speechkit.data.encoders": ("CTCLabelEncoder", "LabelEncoder"),
     "speechkit.data.text_policy": ("TextNormalizer",),
     "speechkit.schedulers": ("NewBobScheduler", "NoamScheduler", "ReduceLROnPlateau",

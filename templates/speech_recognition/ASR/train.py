@@ -19,7 +19,8 @@ import torch
 import speechkit
 from speechkit.data import DynamicItemDataset
 from speechkit.data.trim import trim_splits_once
-from speechkit.decoding import Lexicon, decode
+from speechkit.decoding import Lexicon, WordList, decode
+from speechkit.distributed import run_on_main
 from speechkit.metrics import TranscriptErrorRates
 from speechkit.nn.losses import ctc_loss, label_smoothed_nll_loss
 from speechkit.pretrained.loading import load_language_model
@@ -131,9 +132,12 @@ def build_brain(hparams: dict, run_opts, manifests: dict) -> ASR:
     checkpointer = speechkit.Checkpointer(hparams["save_folder"], {**modules, "counter": counter})
     brain = ASR(modules, hparams["opt_class"], hparams, run_opts, checkpointer, trainable_modules=trainable)
     brain.tokenizer = tokenizer
-    brain.lexicon = (Lexicon.from_manifest(manifests["train"], tokenizer, data_root,
-                                           normalizer=model["text_normalizer"])
-                     if hparams["closed_vocabulary"] else None)
+    brain.lexicon = None
+    if hparams["closed_vocabulary"]:
+        words = WordList.from_manifest(manifests["train"], data_root, normalizer=model["text_normalizer"])
+        brain.lexicon = Lexicon.from_tokenizer(tokenizer, words.words)
+        # For a model folder that decodes as the test does (hparams/inference_vocabulary.yaml)
+        run_on_main(words.save, args=(os.path.join(hparams["output_folder"], "vocabulary.txt"),))
     return brain
 
 
