@@ -29,8 +29,8 @@ __all__ = [
     "Lexicon",
     "SEARCHES",
     "PrefixLanguageModelScores",
-    "ctc_greedy_decode",
     "WordList",
+    "ctc_greedy_decode",
     "ctc_prefix_beam_search",
     "decode",
 ]

@@ -41,7 +41,7 @@ class WordList:
     def __init__(self, words: Iterable[str]):
         unique = set()
         for word in words:
-            _check_word(word, "a word")
+            _check_word(word, "word list")
             unique.add(word)
         if not unique:
             raise DataError("a word list needs at least one word")
