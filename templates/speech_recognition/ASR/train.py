@@ -98,9 +98,8 @@ class ASR(speechkit.Brain):
 
 
 def dataio_prepare(hparams: dict, manifests: dict, tokenizer) -> dict:
-    """Datasets of the splits, edge silence trimmed (see train.yaml): audio and tokens, read lazily. The
-    tokens are those of the normalised text; characters the tokenizer cannot spell are counted in every
-    split first (refused unless ``unknown_characters`` says otherwise)."""
+    """The splits' datasets, edge silence trimmed (train.yaml): audio and the normalised text's tokens, read
+    lazily; characters the tokenizer cannot spell are counted first (refused unless unknown_characters)."""
     model, data_root = hparams["model"], {"data_root": hparams["data_folder"]}
     manifests = trim_splits_once(manifests, hparams["trim_splits"], os.path.join(hparams["output_folder"],
                                  "manifests"), data_root, margin=hparams["trim_margin"],
@@ -131,13 +130,11 @@ def build_brain(hparams: dict, run_opts, manifests: dict) -> ASR:
     modules, counter = model["modules"], hparams["epoch_counter"]
     checkpointer = speechkit.Checkpointer(hparams["save_folder"], {**modules, "counter": counter})
     brain = ASR(modules, hparams["opt_class"], hparams, run_opts, checkpointer, trainable_modules=trainable)
-    brain.tokenizer = tokenizer
-    brain.lexicon = None
-    if hparams["closed_vocabulary"]:
+    brain.tokenizer, brain.lexicon = tokenizer, None
+    if hparams["closed_vocabulary"]:  # its words go to vocabulary.txt too (hparams/inference_vocabulary.yaml)
         words = WordList.from_manifest(manifests["train"], data_root, normalizer=model["text_normalizer"])
-        brain.lexicon = Lexicon.from_tokenizer(tokenizer, words.words)
-        # For a model folder that decodes as the test does (hparams/inference_vocabulary.yaml)
         run_on_main(words.save, args=(os.path.join(hparams["output_folder"], "vocabulary.txt"),))
+        brain.lexicon = Lexicon.from_tokenizer(tokenizer, words.words)
     return brain
 
 
