@@ -26,6 +26,8 @@ import torch
 from speechkit.data.audio_policy import shared_policy
 from speechkit.data.trim import trim_batch
 from speechkit.decoding.ctc import ctc_greedy_decode
+from speechkit.decoding.lexicon import Lexicon
+from speechkit.decoding.word_list import WordList
 from speechkit.errors import DataError, FetchNotFoundError, HparamsError
 from speechkit.experiment.hparams import load_hparams
 from speechkit.pretrained.interface_keys import check_interface_keys, describe_value, key_place
@@ -403,9 +405,6 @@ def closed_vocabulary_search(hparams: dict, where: str):
     """The model's CTC prefix beam search (``decoder``) restricted to the words of its ``vocabulary`` (a
     :class:`speechkit.decoding.WordList` the pretrainer read from the folder's word list), as the tokenizer
     spells them: the closed vocabulary of the training transcripts (``closed_vocabulary`` in training)."""
-    from speechkit.decoding.lexicon import Lexicon
-    from speechkit.decoding.word_list import WordList
-
     vocabulary, decoder = hparams["vocabulary"], hparams.get("decoder")
     if not isinstance(vocabulary, WordList):
         raise HparamsError(f"{where}: key 'vocabulary' must be a speechkit.decoding.WordList read from the "
